@@ -1,0 +1,119 @@
+//! Layered configuration: defaults → TOML file → `CAUCUS_*` env → flags.
+//!
+//! Every section lives in its own file. Every duration from the specs is a
+//! field here (humantime strings such as `"15m"` in TOML and env), so tests
+//! shrink them instead of waiting.
+//!
+//! Environment mapping: strip `CAUCUS_`, lowercase; the first word that names
+//! a section becomes the section (`CAUCUS_NATS_URL` → `nats.url`,
+//! `CAUCUS_WORKER_SLOTS` → `worker.slots`); `__` nests explicitly
+//! (`CAUCUS_WORKER_CAPACITY_CAP__VALUATION=2`). Variables that name no key
+//! are ignored (so `CAUCUS_CONFIG` and tool variables can coexist); unknown
+//! keys in a file are an error, because they are almost always typos.
+
+mod coordinator;
+mod correlator;
+mod facilitator;
+mod layers;
+mod nats;
+mod redis;
+mod telemetry;
+mod worker;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use coordinator::CoordinatorConfig;
+pub use correlator::CorrelatorConfig;
+pub use facilitator::FacilitatorConfig;
+pub use layers::{CommonArgs, ConfigLoader};
+pub use nats::NatsConfig;
+pub use redis::RedisConfig;
+pub use telemetry::{LogFormat, TelemetryConfig};
+pub use worker::WorkerConfig;
+
+/// The whole configuration of any caucus process.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Config {
+    /// Prefix of every subject, stream and bucket name (`caucus`).
+    pub subject_prefix: String,
+    /// Bodies larger than this go to the DLQ (default 1 MiB).
+    pub max_body_bytes: usize,
+    /// How long SIGTERM waits for in-flight work before exiting anyway.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_grace: Duration,
+    /// NATS connection.
+    pub nats: NatsConfig,
+    /// Redis connection.
+    pub redis: RedisConfig,
+    /// Logs and traces.
+    pub telemetry: TelemetryConfig,
+    /// The coordinator's settings.
+    pub coordinator: CoordinatorConfig,
+    /// A worker's settings.
+    pub worker: WorkerConfig,
+    /// The facilitator's settings.
+    pub facilitator: FacilitatorConfig,
+    /// The correlator's settings.
+    pub correlator: CorrelatorConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            subject_prefix: "caucus".into(),
+            max_body_bytes: 1024 * 1024,
+            shutdown_grace: Duration::from_secs(30),
+            nats: NatsConfig::default(),
+            redis: RedisConfig::default(),
+            telemetry: TelemetryConfig::default(),
+            coordinator: CoordinatorConfig::default(),
+            worker: WorkerConfig::default(),
+            facilitator: FacilitatorConfig::default(),
+            correlator: CorrelatorConfig::default(),
+        }
+    }
+}
+
+/// Names of the sections, for the env mapping.
+pub(crate) const SECTIONS: &[&str] = &[
+    "nats",
+    "redis",
+    "telemetry",
+    "coordinator",
+    "worker",
+    "facilitator",
+    "correlator",
+];
+
+impl Config {
+    /// The effective configuration as TOML (what `--dump-config` prints).
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render config: {e}\n"))
+    }
+
+    /// Checks cross-field rules that serde cannot.
+    pub fn validate(&self) -> Result<(), crate::Error> {
+        let bad = |m: String| Err(crate::Error::Config(m));
+        if self.subject_prefix.is_empty()
+            || self
+                .subject_prefix
+                .chars()
+                .any(|c| c == '.' || c == '*' || c == '>' || c.is_whitespace())
+        {
+            return bad(format!(
+                "subject_prefix `{}` must be one non-empty subject token (no '.', '*', '>' or spaces)",
+                self.subject_prefix
+            ));
+        }
+        if self.max_body_bytes == 0 {
+            return bad("max_body_bytes must be > 0".into());
+        }
+        if self.worker.slots == 0 {
+            return bad("worker.slots must be > 0".into());
+        }
+        Ok(())
+    }
+}

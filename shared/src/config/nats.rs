@@ -1,0 +1,67 @@
+//! `[nats]`: how to reach NATS.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// NATS connection settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct NatsConfig {
+    /// Server URL(s), comma separated (`CAUCUS_NATS_URL`).
+    pub url: String,
+    /// A `.creds` file (JWT + nkey seed).
+    pub credentials_file: Option<PathBuf>,
+    /// An nkey seed (`SU…`) for nkey auth.
+    pub nkey_seed: Option<String>,
+    /// Token auth.
+    pub token: Option<String>,
+    /// User for user/password auth.
+    pub user: Option<String>,
+    /// Password for user/password auth.
+    pub password: Option<String>,
+    /// Require TLS.
+    pub tls_required: bool,
+    /// CA bundle to verify the server.
+    pub tls_ca_file: Option<PathBuf>,
+    /// Client certificate (mutual TLS).
+    pub tls_cert_file: Option<PathBuf>,
+    /// Client key (mutual TLS).
+    pub tls_key_file: Option<PathBuf>,
+    /// Timeout of one connection attempt.
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// Attempts before giving up at start-up.
+    pub connect_attempts: u32,
+    /// Largest pause between attempts (exponential backoff up to this).
+    #[serde(with = "humantime_serde")]
+    pub connect_backoff_max: Duration,
+    /// Stream replicas (1 for a single server, 3 on a cluster).
+    pub replicas: usize,
+    /// Timeout of request/reply calls made by clients such as the CLI.
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Duration,
+}
+
+impl Default for NatsConfig {
+    fn default() -> Self {
+        NatsConfig {
+            url: "nats://127.0.0.1:4222".into(),
+            credentials_file: None,
+            nkey_seed: None,
+            token: None,
+            user: None,
+            password: None,
+            tls_required: false,
+            tls_ca_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
+            connect_timeout: Duration::from_secs(2),
+            connect_attempts: 10,
+            connect_backoff_max: Duration::from_secs(2),
+            replicas: 1,
+            request_timeout: Duration::from_secs(10),
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! `[telemetry]`: logs and traces.
+
+use serde::{Deserialize, Serialize};
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Pretty,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Logging and tracing settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct TelemetryConfig {
+    /// `pretty` or `json`.
+    pub log_format: LogFormat,
+    /// An `EnvFilter` directive such as `info,caucus=debug` (`RUST_LOG` wins).
+    pub log_level: String,
+    /// OTLP gRPC endpoint (e.g. `http://127.0.0.1:4317`); traces are exported
+    /// only when set.
+    pub otlp_endpoint: Option<String>,
+    /// Fraction of root traces sampled (0.0–1.0).
+    pub sample_ratio: f64,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        TelemetryConfig {
+            log_format: LogFormat::Pretty,
+            log_level: "info".into(),
+            otlp_endpoint: None,
+            sample_ratio: 1.0,
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! Typed errors of the shared library.
+
+use std::time::Duration;
+
+/// Result alias for the shared library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in shared code.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Configuration could not be loaded or is invalid.
+    #[error("config: {0}")]
+    Config(String),
+    /// A server could not be reached within the retry budget.
+    #[error(
+        "could not reach {what} at {url} after {attempts} attempts over {elapsed:?}: {last_error}"
+    )]
+    Unreachable {
+        /// "NATS" or "Redis".
+        what: &'static str,
+        /// The address tried (credentials removed).
+        url: String,
+        /// How many attempts were made.
+        attempts: u32,
+        /// How long it tried.
+        elapsed: Duration,
+        /// The last error seen.
+        last_error: String,
+    },
+    /// A NATS / JetStream operation failed.
+    #[error("nats: {0}")]
+    Nats(String),
+    /// A Redis operation failed.
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// A Redis pool operation failed.
+    #[error("redis pool: {0}")]
+    Pool(String),
+    /// A message body could not be decoded.
+    #[error("decode: {0}")]
+    Decode(String),
+    /// A subject token could not be decoded.
+    #[error("subject token `{token}`: {reason}")]
+    Token {
+        /// The offending token.
+        token: String,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// JSON (de)serialisation.
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl Error {
+    /// Wraps any NATS error.
+    pub fn nats(e: impl std::fmt::Display) -> Self {
+        Error::Nats(e.to_string())
+    }
+}

@@ -1,0 +1,24 @@
+//! caucus-shared: everything two caucus processes must agree on.
+//!
+//! - [`envelope`], [`messages`], [`task`]: the wire contract (JSON bodies).
+//! - [`subjects`]: subject builders and token encoding.
+//! - [`nats`]: connecting, stream/consumer/KV topology, the DLQ, trace headers.
+//! - [`redis`]: capacity semaphores, locks and bounded counters as Lua scripts.
+//! - [`config`], [`telemetry`], [`clock`], [`service`]: the process scaffolding
+//!   every binary shares.
+
+pub mod clock;
+pub mod config;
+pub mod envelope;
+pub mod error;
+pub mod messages;
+pub mod nats;
+pub mod redis;
+pub mod service;
+pub mod subjects;
+pub mod task;
+pub mod telemetry;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::Config;
+pub use error::{Error, Result};

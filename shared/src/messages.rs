@@ -1,0 +1,1 @@
+//! TODO(messages): being written.

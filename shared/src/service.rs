@@ -1,0 +1,1 @@
+//! TODO(service): being written.

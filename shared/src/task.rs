@@ -1,0 +1,1 @@
+//! TODO(task): being written.

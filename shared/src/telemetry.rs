@@ -1,0 +1,1 @@
+//! TODO(telemetry): being written.

