@@ -1,1 +1,2 @@
 //! caucus coordinator.
+pub mod workflow;

@@ -1,0 +1,173 @@
+//! Instantiating a pipeline's stages into a fresh workflow record.
+
+use std::collections::{BTreeMap, HashMap};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{TaskRecord, TaskRunState, WorkflowRecord, WorkflowState, WORKFLOW_SCHEMA_VERSION};
+
+/// Retry policy of a stage.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct StageRetry {
+    /// Attempts in all, including the first.
+    pub max_attempts: u32,
+    /// First backoff.
+    pub backoff_initial_ms: u64,
+    /// Backoff ceiling.
+    pub backoff_max_ms: u64,
+}
+
+impl Default for StageRetry {
+    fn default() -> Self {
+        StageRetry {
+            max_attempts: 3,
+            backoff_initial_ms: 200,
+            backoff_max_ms: 5000,
+        }
+    }
+}
+
+impl StageRetry {
+    /// Backoff before attempt `next_attempt` (2, 3, …): doubling from the initial.
+    pub fn backoff_ms(&self, next_attempt: u32) -> u64 {
+        let exp = next_attempt.saturating_sub(2).min(20);
+        self.backoff_initial_ms
+            .saturating_mul(1u64 << exp)
+            .min(self.backoff_max_ms)
+    }
+}
+
+/// One stage as the runtime needs it (validated pipeline spec → this).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StageDef {
+    /// Stage name.
+    pub name: String,
+    /// Agent type that runs it.
+    pub agent_type: String,
+    /// Stages it waits for.
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+    /// Expected duration in time units.
+    pub expected: f64,
+    /// Hard limit in time units.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<f64>,
+    /// Retry policy.
+    #[serde(default)]
+    pub retry: StageRetry,
+    /// Copies of the stage (1 = no fan-out).
+    #[serde(default = "one")]
+    pub fan_out: u32,
+    /// Parameters passed to the task.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub params: Value,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Longest remaining path (own duration included) per stage.
+pub(crate) fn remaining_paths(stages: &[StageDef]) -> HashMap<String, f64> {
+    let mut dependents: HashMap<&str, Vec<&StageDef>> = HashMap::new();
+    for s in stages {
+        for d in &s.depends_on {
+            dependents.entry(d.as_str()).or_default().push(s);
+        }
+    }
+    fn go<'a>(
+        s: &'a StageDef,
+        dependents: &HashMap<&str, Vec<&'a StageDef>>,
+        memo: &mut HashMap<String, f64>,
+    ) -> f64 {
+        if let Some(v) = memo.get(&s.name) {
+            return *v;
+        }
+        let tail = dependents
+            .get(s.name.as_str())
+            .map(|ds| {
+                ds.iter()
+                    .map(|d| go(d, dependents, memo))
+                    .fold(0.0, f64::max)
+            })
+            .unwrap_or(0.0);
+        let v = s.expected + tail;
+        memo.insert(s.name.clone(), v);
+        v
+    }
+    let mut memo = HashMap::new();
+    for s in stages {
+        go(s, &dependents, &mut memo);
+    }
+    memo
+}
+
+/// Task key of a stage copy.
+pub(crate) fn task_key(stage: &str, shard: Option<u32>) -> String {
+    match shard {
+        Some(i) => format!("{stage}#{i}"),
+        None => stage.to_string(),
+    }
+}
+
+/// A new workflow: tasks without dependencies are `Ready`, the rest `Waiting`.
+/// The stages must already be validated (acyclic, known dependencies).
+pub fn instantiate(
+    workflow_id: String,
+    item: String,
+    pipeline: String,
+    stages: Vec<StageDef>,
+    unit_ms: u64,
+    now: DateTime<Utc>,
+) -> WorkflowRecord {
+    let paths = remaining_paths(&stages);
+    let mut tasks = BTreeMap::new();
+    for s in &stages {
+        let shards: Vec<Option<u32>> = if s.fan_out > 1 {
+            (0..s.fan_out).map(Some).collect()
+        } else {
+            vec![None]
+        };
+        for shard in shards {
+            tasks.insert(
+                task_key(&s.name, shard),
+                TaskRecord {
+                    stage: s.name.clone(),
+                    agent_type: s.agent_type.clone(),
+                    shard,
+                    state: if s.depends_on.is_empty() {
+                        TaskRunState::Ready
+                    } else {
+                        TaskRunState::Waiting
+                    },
+                    attempt: 0,
+                    priority: paths.get(&s.name).copied().unwrap_or(s.expected),
+                    worker_id: None,
+                    dispatched_at: None,
+                    started_at: None,
+                    finished_at: None,
+                    not_before: None,
+                    output: None,
+                    error: None,
+                    overdue: false,
+                },
+            );
+        }
+    }
+    WorkflowRecord {
+        schema_version: WORKFLOW_SCHEMA_VERSION,
+        workflow_id,
+        item,
+        pipeline,
+        state: WorkflowState::Pending,
+        stages,
+        tasks,
+        unit_ms,
+        created_at: now,
+        updated_at: now,
+        finished_at: None,
+        failure: None,
+    }
+}

@@ -1,0 +1,177 @@
+//! Workflow and task records as stored in JetStream KV.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use caucus_shared::task::TaskError;
+
+use super::StageDef;
+
+/// Version of the stored record.
+pub const WORKFLOW_SCHEMA_VERSION: u32 = 1;
+
+/// Lifecycle of a workflow.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkflowState {
+    /// Created, nothing dispatched yet.
+    Pending,
+    /// At least one task dispatched.
+    Running,
+    /// Pause requested; in-flight tasks finishing.
+    Pausing,
+    /// Paused with a checkpoint.
+    Paused,
+    /// Resume requested.
+    Resuming,
+    /// Every task completed.
+    Completed,
+    /// A task failed beyond its retry policy.
+    Failed,
+}
+
+impl WorkflowState {
+    /// The status-API spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkflowState::Pending => "pending",
+            WorkflowState::Running => "running",
+            WorkflowState::Pausing => "pausing",
+            WorkflowState::Paused => "paused",
+            WorkflowState::Resuming => "resuming",
+            WorkflowState::Completed => "completed",
+            WorkflowState::Failed => "failed",
+        }
+    }
+
+    /// Parses the status-API spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "pending" => WorkflowState::Pending,
+            "running" => WorkflowState::Running,
+            "pausing" => WorkflowState::Pausing,
+            "paused" => WorkflowState::Paused,
+            "resuming" => WorkflowState::Resuming,
+            "completed" => WorkflowState::Completed,
+            "failed" => WorkflowState::Failed,
+            _ => return None,
+        })
+    }
+
+    /// Completed or failed.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, WorkflowState::Completed | WorkflowState::Failed)
+    }
+}
+
+/// Where one task is.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskRunState {
+    /// Dependencies not complete yet.
+    Waiting,
+    /// Dependencies complete; queued for dispatch.
+    Ready,
+    /// Published to the work queue; no worker has started it yet.
+    Dispatched,
+    /// A worker reported `started`.
+    Running,
+    /// Finished with an output (recorded once).
+    Completed,
+    /// Failed beyond its retry policy.
+    Failed,
+}
+
+/// One task of a workflow.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TaskRecord {
+    /// Stage name.
+    pub stage: String,
+    /// Agent type that runs it.
+    pub agent_type: String,
+    /// Fan-out shard, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<u32>,
+    /// Where it is.
+    pub state: TaskRunState,
+    /// Current attempt (0 before the first dispatch).
+    pub attempt: u32,
+    /// Longest remaining path to the end of the workflow (time units).
+    pub priority: f64,
+    /// Worker that ran the current attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    /// When the current attempt was dispatched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatched_at: Option<DateTime<Utc>>,
+    /// When the current attempt started on a worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    /// When it finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Not before this time (retry backoff).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<DateTime<Utc>>,
+    /// The result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// The last error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<TaskError>,
+    /// Ran longer than its expected duration.
+    #[serde(default)]
+    pub overdue: bool,
+}
+
+/// One item through one pipeline.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WorkflowRecord {
+    /// Stored-record version.
+    pub schema_version: u32,
+    /// Workflow id (UUID v7).
+    pub workflow_id: String,
+    /// The item analysed.
+    pub item: String,
+    /// Pipeline name.
+    pub pipeline: String,
+    /// Lifecycle state.
+    pub state: WorkflowState,
+    /// The stages as instantiated (kept so a restarted coordinator needs
+    /// nothing but this record).
+    pub stages: Vec<StageDef>,
+    /// Tasks by key (`stage` or `stage#shard`).
+    pub tasks: BTreeMap<String, TaskRecord>,
+    /// Milliseconds of wall time per pipeline time unit.
+    pub unit_ms: u64,
+    /// Submission time.
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+    /// When it completed or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+impl WorkflowRecord {
+    /// Task id as used on the wire: `<workflow_id>/<task key>`.
+    pub fn task_id(&self, key: &str) -> String {
+        format!("{}/{key}", self.workflow_id)
+    }
+
+    /// Counts of tasks per state.
+    pub fn progress(&self) -> (usize, usize) {
+        let done = self
+            .tasks
+            .values()
+            .filter(|t| t.state == TaskRunState::Completed)
+            .count();
+        (done, self.tasks.len())
+    }
+}

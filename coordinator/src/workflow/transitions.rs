@@ -1,0 +1,488 @@
+//! Pure state transitions of a workflow record. No I/O and no clock reads:
+//! the caller passes `now`, so the rules are tested without servers.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration as ChronoDuration, Utc};
+use serde_json::Value;
+
+use caucus_shared::task::{ErrorClass, TaskDispatch, TaskEvent, TaskStatus, TASK_SCHEMA_VERSION};
+
+use super::build::task_key;
+use super::{StageDef, TaskRunState, WorkflowRecord, WorkflowState};
+
+/// What to do after a failed attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RetryDecision {
+    /// Dispatch attempt `attempt` at `at` (Tier 1: transient, backoff).
+    Retry {
+        /// The next attempt number.
+        attempt: u32,
+        /// Not before this time.
+        at: DateTime<Utc>,
+    },
+    /// The task and its workflow failed.
+    GiveUp,
+}
+
+/// Result of applying one task event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventOutcome {
+    /// Duplicate, stale attempt, unknown task or finished workflow.
+    Ignored(&'static str),
+    /// The task started (or reported progress) on a worker.
+    Started,
+    /// Recorded the completion; these task keys became ready.
+    Completed {
+        /// Keys of tasks that are now ready.
+        newly_ready: Vec<String>,
+        /// The whole workflow completed.
+        workflow_completed: bool,
+    },
+    /// Recorded the failure.
+    Failed(RetryDecision),
+}
+
+impl WorkflowRecord {
+    fn stage(&self, name: &str) -> Option<&StageDef> {
+        self.stages.iter().find(|s| s.name == name)
+    }
+
+    /// Keys of tasks that are ready and not held back by a backoff.
+    pub fn dispatchable(&self, now: DateTime<Utc>) -> Vec<String> {
+        if !matches!(
+            self.state,
+            WorkflowState::Pending | WorkflowState::Running | WorkflowState::Resuming
+        ) {
+            return Vec::new();
+        }
+        self.tasks
+            .iter()
+            .filter(|(_, t)| {
+                t.state == TaskRunState::Ready && t.not_before.is_none_or(|nb| nb <= now)
+            })
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// Marks a ready task dispatched and returns the body to publish.
+    pub fn dispatch(&mut self, key: &str, now: DateTime<Utc>) -> Option<TaskDispatch> {
+        let t = self.tasks.get(key)?;
+        if t.state != TaskRunState::Ready {
+            return None;
+        }
+        let stage = self.stage(&t.stage)?.clone();
+        let inputs = self.inputs_of(&stage);
+        let unit = self.unit_ms as f64;
+        let task_id = self.task_id(key);
+        let t = self.tasks.get_mut(key)?;
+        t.attempt = t.attempt.max(1);
+        t.state = TaskRunState::Dispatched;
+        t.dispatched_at = Some(now);
+        t.not_before = None;
+        self.state = WorkflowState::Running;
+        self.updated_at = now;
+        Some(TaskDispatch {
+            schema_version: TASK_SCHEMA_VERSION,
+            task_id,
+            workflow_id: self.workflow_id.clone(),
+            item: self.item.clone(),
+            pipeline: self.pipeline.clone(),
+            stage: stage.name.clone(),
+            agent_type: stage.agent_type.clone(),
+            attempt: t.attempt,
+            shard: t.shard,
+            inputs,
+            params: stage.params.clone(),
+            expected_ms: (stage.expected * unit).round() as u64,
+            timeout_ms: stage
+                .timeout
+                .map(|x| (x * unit).round() as u64)
+                .unwrap_or(0),
+            priority: t.priority,
+            dispatched_at: now,
+        })
+    }
+
+    /// Outputs of a stage's dependencies; fan-out stages give an array.
+    fn inputs_of(&self, stage: &StageDef) -> BTreeMap<String, Value> {
+        let mut out = BTreeMap::new();
+        for dep in &stage.depends_on {
+            let Some(d) = self.stage(dep) else { continue };
+            let v = if d.fan_out > 1 {
+                Value::Array(
+                    (0..d.fan_out)
+                        .map(|i| {
+                            self.tasks
+                                .get(&task_key(dep, Some(i)))
+                                .and_then(|t| t.output.clone())
+                                .unwrap_or(Value::Null)
+                        })
+                        .collect(),
+                )
+            } else {
+                self.tasks
+                    .get(dep)
+                    .and_then(|t| t.output.clone())
+                    .unwrap_or(Value::Null)
+            };
+            out.insert(dep.clone(), v);
+        }
+        out
+    }
+
+    fn key_of(&self, ev: &TaskEvent) -> Option<String> {
+        let prefix = format!("{}/", self.workflow_id);
+        ev.task_id.strip_prefix(&prefix).map(str::to_string)
+    }
+
+    /// Applies a worker's event. Idempotent: a second completion, an event
+    /// for an older attempt or for a finished task changes nothing.
+    pub fn apply_event(&mut self, ev: &TaskEvent, now: DateTime<Utc>) -> EventOutcome {
+        if self.state.is_terminal() {
+            return EventOutcome::Ignored("workflow finished");
+        }
+        let Some(key) = self.key_of(ev) else {
+            return EventOutcome::Ignored("task of another workflow");
+        };
+        let Some(t) = self.tasks.get_mut(&key) else {
+            return EventOutcome::Ignored("unknown task");
+        };
+        if matches!(t.state, TaskRunState::Completed | TaskRunState::Failed) {
+            return EventOutcome::Ignored("task already finished");
+        }
+        if ev.attempt != t.attempt || t.state == TaskRunState::Waiting {
+            return EventOutcome::Ignored("stale attempt");
+        }
+        match ev.status {
+            TaskStatus::Started | TaskStatus::Progress => {
+                if t.state == TaskRunState::Ready {
+                    // A retry is queued; a late event of the old attempt.
+                    return EventOutcome::Ignored("stale attempt");
+                }
+                t.state = TaskRunState::Running;
+                t.worker_id = Some(ev.worker_id.clone());
+                if t.started_at.is_none() || ev.status == TaskStatus::Started {
+                    t.started_at = ev.started_at.or(Some(ev.at));
+                }
+                self.updated_at = now;
+                EventOutcome::Started
+            }
+            TaskStatus::Completed => {
+                t.state = TaskRunState::Completed;
+                t.worker_id = Some(ev.worker_id.clone());
+                t.started_at = ev.started_at.or(t.started_at);
+                t.finished_at = Some(ev.at);
+                t.output = Some(ev.output.clone().unwrap_or(Value::Null));
+                t.error = None;
+                self.updated_at = now;
+                let newly_ready = self.promote_waiting();
+                let workflow_completed = self
+                    .tasks
+                    .values()
+                    .all(|t| t.state == TaskRunState::Completed);
+                if workflow_completed {
+                    self.state = WorkflowState::Completed;
+                    self.finished_at = Some(now);
+                }
+                EventOutcome::Completed {
+                    newly_ready,
+                    workflow_completed,
+                }
+            }
+            TaskStatus::Failed => {
+                let err = ev.error.clone().unwrap_or_default();
+                let stage_retry = self
+                    .stages
+                    .iter()
+                    .find(|s| s.name == t.stage)
+                    .map(|s| s.retry)
+                    .unwrap_or_default();
+                t.error = Some(err.clone());
+                t.worker_id = Some(ev.worker_id.clone());
+                self.updated_at = now;
+                if err.class == ErrorClass::Transient && t.attempt < stage_retry.max_attempts {
+                    let next = t.attempt + 1;
+                    let at =
+                        now + ChronoDuration::milliseconds(stage_retry.backoff_ms(next) as i64);
+                    t.attempt = next;
+                    t.state = TaskRunState::Ready;
+                    t.started_at = None;
+                    t.not_before = Some(at);
+                    EventOutcome::Failed(RetryDecision::Retry { attempt: next, at })
+                } else {
+                    t.state = TaskRunState::Failed;
+                    t.finished_at = Some(ev.at);
+                    let reason = format!(
+                        "task {key} failed after {} attempt(s): {}: {}",
+                        t.attempt, err.error_type, err.message
+                    );
+                    self.state = WorkflowState::Failed;
+                    self.finished_at = Some(now);
+                    self.failure = Some(reason);
+                    EventOutcome::Failed(RetryDecision::GiveUp)
+                }
+            }
+        }
+    }
+
+    /// Waiting tasks whose dependencies all completed become ready.
+    fn promote_waiting(&mut self) -> Vec<String> {
+        let done = |rec: &WorkflowRecord, stage: &str| {
+            rec.tasks
+                .values()
+                .filter(|t| t.stage == stage)
+                .all(|t| t.state == TaskRunState::Completed)
+        };
+        let promote: Vec<String> = self
+            .tasks
+            .iter()
+            .filter(|(_, t)| t.state == TaskRunState::Waiting)
+            .filter(|(_, t)| {
+                self.stage(&t.stage)
+                    .is_some_and(|s| s.depends_on.iter().all(|d| done(self, d)))
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &promote {
+            if let Some(t) = self.tasks.get_mut(k) {
+                t.state = TaskRunState::Ready;
+            }
+        }
+        promote
+    }
+
+    /// Flags tasks running longer than `factor` × their expected duration;
+    /// returns the keys newly flagged.
+    pub fn flag_overdue(&mut self, now: DateTime<Utc>, factor: f64) -> Vec<String> {
+        let unit = self.unit_ms as f64;
+        let expected: BTreeMap<String, f64> = self
+            .stages
+            .iter()
+            .map(|s| (s.name.clone(), s.expected * unit * factor))
+            .collect();
+        let mut flagged = Vec::new();
+        for (k, t) in self.tasks.iter_mut() {
+            if t.state != TaskRunState::Running || t.overdue {
+                continue;
+            }
+            let (Some(start), Some(limit)) = (t.started_at, expected.get(&t.stage)) else {
+                continue;
+            };
+            if (now - start).num_milliseconds() as f64 > *limit {
+                t.overdue = true;
+                flagged.push(k.clone());
+            }
+        }
+        flagged
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workflow::{instantiate, StageRetry};
+    use caucus_shared::task::TaskError;
+
+    fn stage(name: &str, deps: &[&str], expected: f64) -> StageDef {
+        StageDef {
+            name: name.into(),
+            agent_type: name.into(),
+            depends_on: deps.iter().map(|d| d.to_string()).collect(),
+            expected,
+            timeout: None,
+            retry: StageRetry {
+                max_attempts: 2,
+                backoff_initial_ms: 100,
+                backoff_max_ms: 1000,
+            },
+            fan_out: 1,
+            params: Value::Null,
+        }
+    }
+
+    fn stock() -> Vec<StageDef> {
+        vec![
+            stage("screening", &[], 2.0),
+            stage("business", &["screening"], 2.0),
+            stage("financial", &["business"], 2.0),
+            stage("strategy", &["screening"], 2.0),
+            stage("valuation", &["financial", "strategy"], 1.0),
+            stage("report", &["valuation"], 1.0),
+        ]
+    }
+
+    fn ev(rec: &WorkflowRecord, key: &str, attempt: u32, status: TaskStatus) -> TaskEvent {
+        TaskEvent {
+            schema_version: 1,
+            task_id: rec.task_id(key),
+            workflow_id: rec.workflow_id.clone(),
+            stage: key.into(),
+            agent_type: key.into(),
+            attempt,
+            status,
+            worker_id: "w1".into(),
+            output: (status == TaskStatus::Completed).then(|| serde_json::json!({"k": key})),
+            error: (status == TaskStatus::Failed).then(|| TaskError {
+                error_type: "timeout".into(),
+                message: "upstream timed out".into(),
+                ..TaskError::default()
+            }),
+            message: None,
+            started_at: None,
+            at: Utc::now(),
+        }
+    }
+
+    fn run(rec: &mut WorkflowRecord, key: &str) -> EventOutcome {
+        let now = Utc::now();
+        let d = rec.dispatch(key, now).expect("dispatchable");
+        rec.apply_event(&ev(rec, key, d.attempt, TaskStatus::Started), now);
+        rec.apply_event(&ev(rec, key, d.attempt, TaskStatus::Completed), now)
+    }
+
+    #[test]
+    fn priorities_are_longest_remaining_paths() {
+        let r = instantiate(
+            "w".into(),
+            "AAPL".into(),
+            "p".into(),
+            stock(),
+            10,
+            Utc::now(),
+        );
+        let p = |k: &str| r.tasks[k].priority;
+        assert_eq!(p("screening"), 8.0);
+        assert_eq!(p("business"), 6.0);
+        assert_eq!(p("strategy"), 4.0);
+        assert_eq!(p("report"), 1.0);
+        assert_eq!(r.dispatchable(Utc::now()), vec!["screening".to_string()]);
+    }
+
+    #[test]
+    fn completes_in_dependency_order_and_records_once() {
+        let mut r = instantiate(
+            "w".into(),
+            "AAPL".into(),
+            "p".into(),
+            stock(),
+            10,
+            Utc::now(),
+        );
+        match run(&mut r, "screening") {
+            EventOutcome::Completed { newly_ready, .. } => {
+                assert_eq!(
+                    newly_ready,
+                    vec!["business".to_string(), "strategy".to_string()]
+                )
+            }
+            o => panic!("{o:?}"),
+        }
+        // A duplicate completion is ignored.
+        let dup = ev(&r, "screening", 1, TaskStatus::Completed);
+        assert_eq!(
+            r.apply_event(&dup, Utc::now()),
+            EventOutcome::Ignored("task already finished")
+        );
+        run(&mut r, "business");
+        run(&mut r, "financial");
+        assert!(r.dispatchable(Utc::now()).contains(&"strategy".to_string()));
+        assert!(!r
+            .dispatchable(Utc::now())
+            .contains(&"valuation".to_string()));
+        run(&mut r, "strategy");
+        let d = r.dispatch("valuation", Utc::now()).unwrap();
+        assert_eq!(d.inputs.len(), 2);
+        assert_eq!(d.inputs["financial"], serde_json::json!({"k": "financial"}));
+        r.apply_event(&ev(&r, "valuation", 1, TaskStatus::Completed), Utc::now());
+        match run(&mut r, "report") {
+            EventOutcome::Completed {
+                workflow_completed, ..
+            } => assert!(workflow_completed),
+            o => panic!("{o:?}"),
+        }
+        assert_eq!(r.state, WorkflowState::Completed);
+    }
+
+    #[test]
+    fn transient_failure_retries_with_backoff_then_gives_up() {
+        let mut r = instantiate("w".into(), "A".into(), "p".into(), stock(), 10, Utc::now());
+        let now = Utc::now();
+        r.dispatch("screening", now).unwrap();
+        let o = r.apply_event(&ev(&r, "screening", 1, TaskStatus::Failed), now);
+        let RetryDecision::Retry { attempt, at } = (match o {
+            EventOutcome::Failed(d) => d,
+            o => panic!("{o:?}"),
+        }) else {
+            panic!("expected retry")
+        };
+        assert_eq!(attempt, 2);
+        assert_eq!((at - now).num_milliseconds(), 100);
+        assert!(r.dispatchable(now).is_empty(), "held back by backoff");
+        assert_eq!(r.dispatchable(at), vec!["screening".to_string()]);
+        // A late event of attempt 1 is stale.
+        assert_eq!(
+            r.apply_event(&ev(&r, "screening", 1, TaskStatus::Completed), now),
+            EventOutcome::Ignored("stale attempt")
+        );
+        let d = r.dispatch("screening", at).unwrap();
+        assert_eq!(d.attempt, 2);
+        assert_eq!(d.msg_id(), format!("{}@2", r.task_id("screening")));
+        let o = r.apply_event(&ev(&r, "screening", 2, TaskStatus::Failed), at);
+        assert_eq!(o, EventOutcome::Failed(RetryDecision::GiveUp));
+        assert_eq!(r.state, WorkflowState::Failed);
+        assert!(r.failure.as_deref().unwrap().contains("after 2 attempt(s)"));
+    }
+
+    #[test]
+    fn permanent_failure_does_not_retry() {
+        let mut r = instantiate("w".into(), "A".into(), "p".into(), stock(), 10, Utc::now());
+        r.dispatch("screening", Utc::now()).unwrap();
+        let mut e = ev(&r, "screening", 1, TaskStatus::Failed);
+        e.error.as_mut().unwrap().class = ErrorClass::Permanent;
+        assert_eq!(
+            r.apply_event(&e, Utc::now()),
+            EventOutcome::Failed(RetryDecision::GiveUp)
+        );
+    }
+
+    #[test]
+    fn fan_out_waits_for_every_shard() {
+        let mut st = vec![
+            stage("discover", &[], 1.0),
+            stage("merge", &["discover"], 1.0),
+        ];
+        st[0].fan_out = 3;
+        let mut r = instantiate("w".into(), "q".into(), "p".into(), st, 10, Utc::now());
+        assert_eq!(r.dispatchable(Utc::now()).len(), 3);
+        run(&mut r, "discover#0");
+        run(&mut r, "discover#1");
+        assert!(r.dispatchable(Utc::now()).len() == 1);
+        match run(&mut r, "discover#2") {
+            EventOutcome::Completed { newly_ready, .. } => assert_eq!(newly_ready, vec!["merge"]),
+            o => panic!("{o:?}"),
+        }
+        let d = r.dispatch("merge", Utc::now()).unwrap();
+        assert_eq!(d.inputs["discover"].as_array().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn overdue_is_flagged_once() {
+        let mut r = instantiate("w".into(), "A".into(), "p".into(), stock(), 10, Utc::now());
+        let t0 = Utc::now();
+        r.dispatch("screening", t0).unwrap();
+        let mut e = ev(&r, "screening", 1, TaskStatus::Started);
+        e.started_at = Some(t0);
+        r.apply_event(&e, t0);
+        assert!(r
+            .flag_overdue(t0 + ChronoDuration::milliseconds(15), 1.0)
+            .is_empty());
+        assert_eq!(
+            r.flag_overdue(t0 + ChronoDuration::milliseconds(25), 1.0),
+            vec!["screening"]
+        );
+        assert!(r
+            .flag_overdue(t0 + ChronoDuration::milliseconds(50), 1.0)
+            .is_empty());
+    }
+}
