@@ -1,2 +1,3 @@
 //! caucus coordinator.
+pub mod engine;
 pub mod workflow;
