@@ -1,0 +1,77 @@
+//! `exec:CMD`: run a command per task. Task JSON on stdin, result JSON on
+//! stdout; a non-zero exit is a failure with stderr kept. Exit code 75
+//! (EX_TEMPFAIL) means transient unless stdout carries an explicit error.
+
+use std::process::Stdio;
+
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+use caucus_shared::task::{TaskDispatch, TaskError};
+
+use super::{error_from_body, permanent, split_findings, transient, HandlerOutput};
+
+const EX_TEMPFAIL: i32 = 75;
+/// stderr kept in an error message, at most.
+const STDERR_KEEP: usize = 4000;
+
+pub(super) async fn run(cmd: &str, task: &TaskDispatch) -> Result<HandlerOutput, TaskError> {
+    let body = serde_json::to_vec(task).map_err(|e| permanent("encode", e.to_string()))?;
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // A timed-out or cancelled task must not leave the process running.
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| permanent("spawn", format!("cannot start `{cmd}`: {e}")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A command that ignores stdin closes it early: not an error.
+        let _ = stdin.write_all(&body).await;
+    }
+    let out = child
+        .wait_with_output()
+        .await
+        .map_err(|e| transient("wait", e.to_string()))?;
+    let stderr = tail(&String::from_utf8_lossy(&out.stderr));
+    if out.status.success() {
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+            permanent(
+                "bad_output",
+                format!("`{cmd}` exited 0 but stdout is not JSON ({e}); stderr: {stderr}"),
+            )
+        })?;
+        return Ok(split_findings(v));
+    }
+    if let Some(mut e) = error_from_body(&out.stdout) {
+        if !stderr.is_empty() {
+            e.message = format!("{} (stderr: {stderr})", e.message);
+        }
+        return Err(e);
+    }
+    let code = out.status.code();
+    let msg = format!(
+        "`{cmd}` exited with {}; stderr: {stderr}",
+        code.map(|c| c.to_string())
+            .unwrap_or_else(|| "a signal".into())
+    );
+    Err(if code == Some(EX_TEMPFAIL) {
+        transient("exit_status", msg)
+    } else {
+        permanent("exit_status", msg)
+    })
+}
+
+fn tail(s: &str) -> String {
+    let s = s.trim();
+    if s.len() <= STDERR_KEEP {
+        return s.to_string();
+    }
+    let mut cut = s.len() - STDERR_KEEP;
+    while !s.is_char_boundary(cut) {
+        cut += 1;
+    }
+    format!("…{}", &s[cut..])
+}

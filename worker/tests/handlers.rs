@@ -1,0 +1,146 @@
+//! exec and http handlers against real processes and a real socket.
+
+use caucus_shared::task::{ErrorClass, TaskDispatch};
+use caucus_worker::handler::{Handler, HandlerSpec};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn task(timeout_ms: u64) -> TaskDispatch {
+    serde_json::from_value(serde_json::json!({
+        "task_id": "wf/valuation", "workflow_id": "wf", "item": "BRK.B",
+        "pipeline": "stock-analysis", "stage": "valuation", "agent_type": "valuation",
+        "attempt": 1, "dispatched_at": "2025-11-16T10:30:00Z", "timeout_ms": timeout_ms,
+        "inputs": {"financial": {"margin": 0.25}}
+    }))
+    .unwrap()
+}
+
+fn exec(cmd: &str) -> Handler {
+    Handler::new(HandlerSpec::Exec(cmd.into()), None)
+}
+
+#[tokio::test]
+async fn exec_reads_stdin_and_returns_stdout_json() {
+    // The command echoes back a field of the task it got on stdin.
+    let h = exec(
+        r#"python3 -c 'import json,sys; t=json.load(sys.stdin); print(json.dumps({"item": t["item"], "m": t["inputs"]["financial"]["margin"], "findings": [{"finding": "x", "confidence": 0.5}]}))'"#,
+    );
+    let out = h.run(&task(0)).await.unwrap();
+    assert_eq!(out.output, serde_json::json!({"item": "BRK.B", "m": 0.25}));
+    assert_eq!(out.findings.len(), 1);
+}
+
+#[tokio::test]
+async fn exec_failure_keeps_stderr_and_classifies() {
+    let e = exec("echo boom >&2; exit 3")
+        .run(&task(0))
+        .await
+        .unwrap_err();
+    assert_eq!(e.class, ErrorClass::Permanent);
+    assert!(
+        e.message.contains("exited with 3") && e.message.contains("boom"),
+        "{}",
+        e.message
+    );
+    let e = exec("exit 75").run(&task(0)).await.unwrap_err();
+    assert_eq!(e.class, ErrorClass::Transient);
+    let e = exec(r#"echo '{"error":{"class":"transient","error_type":"quota_exceeded","message":"Koyfin quota 1000/1000","data_source":"koyfin"}}'; exit 1"#)
+        .run(&task(0))
+        .await
+        .unwrap_err();
+    assert_eq!(e.error_type, "quota_exceeded");
+    assert_eq!(e.data_source.as_deref(), Some("koyfin"));
+    let e = exec("echo not-json").run(&task(0)).await.unwrap_err();
+    assert_eq!(e.error_type, "bad_output");
+}
+
+#[tokio::test]
+async fn exec_timeout_is_transient() {
+    let e = exec("sleep 5").run(&task(100)).await.unwrap_err();
+    assert_eq!(e.error_type, "timeout");
+    assert_eq!(e.class, ErrorClass::Transient);
+}
+
+/// A one-shot HTTP server answering `status` with `body`; returns its URL
+/// and a handle yielding the request it received.
+async fn serve_once(
+    status: &'static str,
+    body: &'static str,
+) -> (String, tokio::task::JoinHandle<String>) {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/run", l.local_addr().unwrap());
+    let h = tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let mut req = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = s.read(&mut buf).await.unwrap();
+            req.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&req).to_string();
+            if let Some(i) = text.find("\r\n\r\n") {
+                let len: usize = text
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse().unwrap())
+                    })
+                    .unwrap_or(0);
+                if req.len() >= i + 4 + len {
+                    break;
+                }
+            }
+            if n == 0 {
+                break;
+            }
+        }
+        let resp = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(resp.as_bytes()).await.unwrap();
+        String::from_utf8_lossy(&req).to_string()
+    });
+    (url, h)
+}
+
+#[tokio::test]
+async fn http_posts_task_and_reads_result() {
+    let (url, req) = serve_once("200 OK", r#"{"target_price": 95.0}"#).await;
+    let h = Handler::new(HandlerSpec::Http(url), None);
+    let out = h.run(&task(0)).await.unwrap();
+    assert_eq!(out.output["target_price"], 95.0);
+    let req = req.await.unwrap();
+    assert!(req.starts_with("POST /run"), "{req}");
+    assert!(req.contains("\"item\":\"BRK.B\""), "{req}");
+}
+
+#[tokio::test]
+async fn http_statuses_are_classified() {
+    let (url, _r) = serve_once("503 Service Unavailable", "down").await;
+    let e = Handler::new(HandlerSpec::Http(url), None)
+        .run(&task(0))
+        .await
+        .unwrap_err();
+    assert_eq!(e.class, ErrorClass::Transient);
+    assert!(e.message.contains("503"), "{}", e.message);
+    let (url, _r) = serve_once("400 Bad Request", "nope").await;
+    let e = Handler::new(HandlerSpec::Http(url), None)
+        .run(&task(0))
+        .await
+        .unwrap_err();
+    assert_eq!(e.class, ErrorClass::Permanent);
+    // Nothing listening: a transient connection error.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let e = Handler::new(
+        HandlerSpec::Http(format!("http://127.0.0.1:{port}/x")),
+        None,
+    )
+    .run(&task(0))
+    .await
+    .unwrap_err();
+    assert_eq!(e.error_type, "connection_error");
+}
