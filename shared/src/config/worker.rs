@@ -23,6 +23,19 @@ pub struct WorkerConfig {
     pub lease_ttl: Duration,
     /// Optional cluster-wide cap per agent type, below the sum of slots.
     pub capacity_cap: BTreeMap<String, u32>,
+    /// How long an idle slot waits for a task before giving its lease back.
+    #[serde(with = "humantime_serde")]
+    pub fetch_wait: Duration,
+    /// JetStream ack wait of the task consumer: an unacknowledged task is
+    /// redelivered after this (in-progress acks extend it while running).
+    #[serde(with = "humantime_serde")]
+    pub ack_wait: Duration,
+    /// Deliveries of one task message before JetStream gives up on it.
+    pub max_deliver: i64,
+    /// Pace built-in tasks to their expected duration (the demo does).
+    pub pace: bool,
+    /// Directory of a fundamentals data set replacing the bundled one.
+    pub data_path: Option<std::path::PathBuf>,
 }
 
 impl Default for WorkerConfig {
@@ -34,6 +47,11 @@ impl Default for WorkerConfig {
             heartbeat_interval: Duration::from_secs(2),
             lease_ttl: Duration::from_secs(10),
             capacity_cap: BTreeMap::new(),
+            fetch_wait: Duration::from_millis(500),
+            ack_wait: Duration::from_secs(30),
+            max_deliver: 20,
+            pace: false,
+            data_path: None,
         }
     }
 }
