@@ -176,6 +176,30 @@ impl Engine {
         Some(outcome)
     }
 
+    /// Puts a dispatched task back in its queue (its publish failed).
+    pub fn requeue(&mut self, workflow_id: &str, task_id: &str) {
+        let key = task_id
+            .strip_prefix(&format!("{workflow_id}/"))
+            .unwrap_or(task_id)
+            .to_string();
+        let Some(t) = self
+            .workflows
+            .get_mut(workflow_id)
+            .and_then(|r| r.tasks.get_mut(&key))
+        else {
+            return;
+        };
+        if t.state != TaskRunState::Dispatched {
+            return;
+        }
+        t.state = TaskRunState::Ready;
+        let agent = t.agent_type.clone();
+        if let Some(n) = self.in_flight.get_mut(&agent) {
+            *n = n.saturating_sub(1);
+        }
+        self.enqueue(workflow_id, &key);
+    }
+
     /// Moves retries whose backoff elapsed into the ready queues.
     pub fn release_delayed(&mut self, now: DateTime<Utc>) {
         let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.delayed)

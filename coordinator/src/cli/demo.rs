@@ -1,0 +1,205 @@
+//! `caucus demo`: the plan for AAPL+MSFT, a paced batch with live progress
+//! and reports, then a second valuation worker and the same batch again,
+//! planned and measured side by side.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use caucus_shared::Config;
+
+use super::submit::{report_of, watch_until_done};
+use super::Client;
+
+/// Tickers of the bundled (synthetic) data set used by the demo.
+const TICKERS: &[&str] = &[
+    "AAPL", "MSFT", "GOOGL", "AMZN", "TSLA", "META", "NVDA", "BRK.B", "JPM", "V", "JNJ", "WMT",
+    "PG", "XOM", "UNH", "HD", "MA", "DIS", "KO", "PEP", "NFLX", "INTC", "CSCO", "ORCL",
+];
+
+/// How long to wait for the extra worker's capacity to show up.
+const SCALE_DEADLINE: Duration = Duration::from_secs(30);
+
+pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> anyhow::Result<i32> {
+    let n = n.clamp(1, TICKERS.len());
+    let tickers: Vec<String> = TICKERS[..n].iter().map(|s| s.to_string()).collect();
+    client.call_ok("coordinator", "health", Value::Null).await.map_err(|e| {
+        anyhow::anyhow!("{e}\nthe coordinator is not answering: start the stack with `scripts/stack up`")
+    })?;
+
+    println!("== 1. The plan for AAPL + MSFT (stock-analysis) ==\n");
+    let p1 = plan(client, &["AAPL", "MSFT"], json!({})).await?;
+    print!("{}", p1["gantt"].as_str().unwrap_or_default());
+    let p2 = plan(client, &["AAPL", "MSFT"], json!({"valuation": 2})).await?;
+    println!(
+        "with valuation capacity 2: makespan {} (was {})\n",
+        p2["makespan"], p1["makespan"]
+    );
+
+    let caps = live_capacities(client).await?;
+    let val1 = caps.get("valuation").and_then(Value::as_u64).unwrap_or(0);
+    if val1 == 0 {
+        anyhow::bail!("no valuation worker is registered: start the stack with `scripts/stack up`");
+    }
+    println!(
+        "== 2. A batch of {n} tickers, one time unit = {unit_ms} ms, live capacities {} ==\n",
+        Value::Object(caps.clone())
+    );
+    let (planned1, measured1) = batch(client, &tickers, unit_ms, &caps).await?;
+    let dir = write_reports(client, &tickers).await?;
+    println!("\nreports: {}/<ticker>.md", dir.display());
+    println!(
+        "planned makespan {:.1} s, measured {:.1} s\n",
+        planned1, measured1
+    );
+
+    println!("== 3. Adding a second valuation worker ==\n");
+    let mut extra = spawn_valuation_worker(config)?;
+    let deadline = Instant::now() + SCALE_DEADLINE;
+    let caps2 = loop {
+        let c = live_capacities(client).await?;
+        if c.get("valuation").and_then(Value::as_u64).unwrap_or(0) > val1 {
+            break c;
+        }
+        if Instant::now() > deadline {
+            let _ = extra.kill();
+            anyhow::bail!("the extra valuation worker did not register within {SCALE_DEADLINE:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    println!("valuation capacity {} → {}", val1, caps2["valuation"]);
+    let (planned2, measured2) = batch(client, &tickers, unit_ms, &caps2).await?;
+    terminate(&mut extra);
+    println!("\n== Result ==");
+    println!("                 planned    measured");
+    println!("valuation × {val1}:  {planned1:>7.1} s  {measured1:>8.1} s");
+    println!("valuation × {}:  {planned2:>7.1} s  {measured2:>8.1} s", caps2["valuation"]);
+    println!(
+        "one more valuation worker finished the batch {:.0}% sooner (planned {:.0}%)",
+        100.0 * (1.0 - measured2 / measured1),
+        100.0 * (1.0 - planned2 / planned1)
+    );
+    Ok(0)
+}
+
+async fn plan(client: &Client, items: &[&str], caps: Value) -> anyhow::Result<Value> {
+    client
+        .call_ok(
+            "coordinator",
+            "plan",
+            json!({"items": items, "pipeline": "stock-analysis", "capacities": caps}),
+        )
+        .await
+}
+
+async fn live_capacities(client: &Client) -> anyhow::Result<serde_json::Map<String, Value>> {
+    let w = client.call_ok("coordinator", "workers", Value::Null).await?;
+    let mut m = serde_json::Map::new();
+    for a in w["agents"].as_array().into_iter().flatten() {
+        if let Some(name) = a["agent_type"].as_str() {
+            m.insert(name.to_string(), a["capacity"].clone());
+        }
+    }
+    Ok(m)
+}
+
+/// Plans with the live capacities, runs the batch, returns (planned s, measured s).
+async fn batch(
+    client: &Client,
+    tickers: &[String],
+    unit_ms: u64,
+    caps: &serde_json::Map<String, Value>,
+) -> anyhow::Result<(f64, f64)> {
+    let p = client
+        .call_ok(
+            "coordinator",
+            "plan",
+            json!({"items": tickers, "pipeline": "stock-analysis", "capacities": caps}),
+        )
+        .await?;
+    let planned = p["makespan"].as_f64().unwrap_or(0.0) * unit_ms as f64 / 1000.0;
+    let t0 = Instant::now();
+    let reply = client
+        .call_ok(
+            "coordinator",
+            "submit",
+            json!({"items": tickers, "pipeline": "stock-analysis", "time_unit_ms": unit_ms}),
+        )
+        .await?;
+    let ids: Vec<String> = reply["workflow_ids"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(String::from))
+        .collect();
+    let fin = watch_until_done(client, &ids, true).await?;
+    let measured = t0.elapsed().as_secs_f64();
+    let failed = fin["workflows"]
+        .as_array()
+        .map(|a| a.iter().filter(|w| w["state"] == "failed").count())
+        .unwrap_or(0);
+    if failed > 0 {
+        println!("{failed} workflow(s) failed: see `caucus status --state failed`");
+    }
+    Ok((planned, measured))
+}
+
+async fn write_reports(client: &Client, tickers: &[String]) -> anyhow::Result<PathBuf> {
+    let root = super::stack::repo_root().unwrap_or_else(|| PathBuf::from("."));
+    let dir = root.join(".caucus").join("reports");
+    std::fs::create_dir_all(&dir)?;
+    let st = client
+        .call_ok("coordinator", "status", json!({"tasks": true, "states": ["completed"]}))
+        .await?;
+    for w in st["workflows"].as_array().into_iter().flatten() {
+        let item = w["item"].as_str().unwrap_or("");
+        if !tickers.iter().any(|t| t == item) {
+            continue;
+        }
+        if let Some(md) = report_of(w) {
+            let file = caucus_shared::subjects::encode_token(item);
+            std::fs::write(dir.join(format!("{file}.md")), md)?;
+        }
+    }
+    Ok(dir)
+}
+
+fn spawn_valuation_worker(config: &Config) -> anyhow::Result<Child> {
+    let exe = std::env::current_exe()?;
+    let bin = exe.with_file_name("caucus-worker");
+    if !bin.is_file() {
+        anyhow::bail!("{} not found next to the caucus binary", bin.display());
+    }
+    let root = super::stack::repo_root().unwrap_or_else(|| PathBuf::from("."));
+    let log_dir = root.join(".caucus").join("logs");
+    std::fs::create_dir_all(&log_dir)?;
+    let log = std::fs::File::create(log_dir.join("demo-worker-valuation.log"))?;
+    let child = Command::new(bin)
+        .args(["--agent", "valuation", "--slots", "1", "--handler", "builtin"])
+        .env("CAUCUS_NATS_URL", &config.nats.url)
+        .env("CAUCUS_REDIS_URL", &config.redis.url)
+        .env("CAUCUS_SUBJECT_PREFIX", &config.subject_prefix)
+        .env("CAUCUS_WORKER_PACE", "true")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()?;
+    Ok(child)
+}
+
+fn terminate(child: &mut Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

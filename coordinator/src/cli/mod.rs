@@ -1,0 +1,141 @@
+//! The `caucus` command-line client: talks to the services over the control
+//! API (`caucus.api.<service>.<operation>`), so it needs only NATS.
+
+mod client;
+mod demo;
+mod plan;
+mod render;
+mod stack;
+mod submit;
+mod workers;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use caucus_shared::config::CommonArgs;
+
+pub use client::Client;
+pub use stack::load_stack_env;
+
+/// caucus: coordinate teams of analysis agents over NATS JetStream.
+#[derive(Debug, Parser)]
+#[command(name = "caucus", version, about)]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// A pipeline given by name or by file.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PipelineArg {
+    /// Built-in pipeline name.
+    #[arg(long, short = 'p', default_value = "stock-analysis")]
+    pub pipeline: String,
+    /// A pipeline spec file (TOML or JSON) instead of a built-in name.
+    #[arg(long = "file", short = 'f')]
+    pub file: Option<PathBuf>,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Dry-run schedule: makespan, critical path, bottleneck, Gantt chart.
+    Plan {
+        /// Items (tickers).
+        #[arg(required = true)]
+        items: Vec<String>,
+        #[command(flatten)]
+        pipeline: PipelineArg,
+        /// Capacity override, e.g. `--capacity valuation=2` (repeatable).
+        #[arg(long = "capacity", value_name = "AGENT=N")]
+        capacities: Vec<String>,
+    },
+    /// Submit items to a pipeline.
+    Submit {
+        /// Items (tickers).
+        #[arg(required = true)]
+        items: Vec<String>,
+        #[command(flatten)]
+        pipeline: PipelineArg,
+        /// Wall time of one pipeline time unit, in ms.
+        #[arg(long)]
+        time_unit_ms: Option<u64>,
+        /// Follow progress until every workflow finishes.
+        #[arg(long, short = 'w')]
+        watch: bool,
+    },
+    /// Workflow status.
+    Status {
+        /// Workflow ids (default: all held by the coordinator).
+        ids: Vec<String>,
+        /// Only workflows in this state (repeatable).
+        #[arg(long)]
+        state: Vec<String>,
+        /// Include per-task detail.
+        #[arg(long)]
+        tasks: bool,
+    },
+    /// Registered workers, slots, queue depth and the live bottleneck.
+    Workers,
+    /// The report of a finished workflow (by id or item).
+    Result {
+        /// Workflow id or item.
+        target: String,
+    },
+    /// Exit 0 when SERVICE answers its health check.
+    Health {
+        /// coordinator, worker, facilitator or correlator.
+        service: String,
+    },
+    /// Plan, run a batch, scale valuation, and compare.
+    Demo {
+        /// How many tickers in each batch.
+        #[arg(long, default_value_t = 20)]
+        tickers: usize,
+        /// Wall time of one time unit, in ms.
+        #[arg(long, default_value_t = 200)]
+        unit_ms: u64,
+    },
+    /// Start the local stack (scripts/stack up).
+    Up,
+    /// Stop the local stack (scripts/stack down).
+    Down,
+}
+
+/// Runs the CLI; returns the process exit code.
+pub async fn run(cli: Cli) -> anyhow::Result<i32> {
+    match &cli.command {
+        Command::Up => return stack::script("up"),
+        Command::Down => return stack::script("down"),
+        _ => {}
+    }
+    let config = cli.common.load()?;
+    let client = Client::connect(&config).await?;
+    match cli.command {
+        Command::Plan {
+            items,
+            pipeline,
+            capacities,
+        } => plan::run(&client, items, &pipeline, &capacities, cli.json).await,
+        Command::Submit {
+            items,
+            pipeline,
+            time_unit_ms,
+            watch,
+        } => submit::run(&client, items, &pipeline, time_unit_ms, watch, cli.json).await,
+        Command::Status { ids, state, tasks } => {
+            submit::status(&client, ids, state, tasks, cli.json).await
+        }
+        Command::Workers => workers::run(&client, cli.json).await,
+        Command::Result { target } => submit::result(&client, &target).await,
+        Command::Health { service } => client.health(&service).await,
+        Command::Demo { tickers, unit_ms } => demo::run(&client, &config, tickers, unit_ms).await,
+        Command::Up | Command::Down => unreachable!("handled above"),
+    }
+}

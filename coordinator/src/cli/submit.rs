@@ -1,0 +1,225 @@
+//! `caucus submit`, `status`, `result`, and the live `--watch` display.
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::plan::pipeline_value;
+use super::render::{utilisation, workflow_line};
+use super::{Client, PipelineArg};
+
+/// How often `--watch` polls.
+const WATCH_EVERY: Duration = Duration::from_millis(250);
+
+pub async fn run(
+    client: &Client,
+    items: Vec<String>,
+    pipeline: &PipelineArg,
+    time_unit_ms: Option<u64>,
+    watch: bool,
+    as_json: bool,
+) -> anyhow::Result<i32> {
+    let mut body = json!({"items": items, "pipeline": pipeline_value(pipeline)?});
+    if let Some(u) = time_unit_ms {
+        body["time_unit_ms"] = json!(u);
+    }
+    let reply = client.call_ok("coordinator", "submit", body).await?;
+    let ids: Vec<String> = reply["workflow_ids"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+        .unwrap_or_default();
+    if as_json && !watch {
+        println!("{}", serde_json::to_string_pretty(&reply)?);
+        return Ok(0);
+    }
+    if !as_json {
+        println!(
+            "submitted {} workflow(s) to {}",
+            ids.len(),
+            reply["pipeline"].as_str().unwrap_or("?")
+        );
+        for w in reply["workflows"].as_array().into_iter().flatten() {
+            println!(
+                "  {:<8} {}",
+                w["item"].as_str().unwrap_or("?"),
+                w["workflow_id"].as_str().unwrap_or("?")
+            );
+        }
+    }
+    if !watch {
+        return Ok(0);
+    }
+    let fin = watch_until_done(client, &ids, !as_json).await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&fin)?);
+    }
+    let failed = fin["workflows"]
+        .as_array()
+        .map(|a| a.iter().filter(|w| w["state"] == "failed").count())
+        .unwrap_or(0);
+    Ok(if failed > 0 { 1 } else { 0 })
+}
+
+/// Polls status until every workflow in `ids` completed or failed, drawing
+/// progress. On a terminal the view is redrawn in place; otherwise only
+/// state changes are printed. Returns the final status reply.
+pub async fn watch_until_done(client: &Client, ids: &[String], draw: bool) -> anyhow::Result<Value> {
+    let tty = std::io::stdout().is_terminal();
+    let started = Instant::now();
+    let mut last_lines = 0usize;
+    let mut last_states: std::collections::HashMap<String, String> = Default::default();
+    loop {
+        let st = client
+            .call_ok("coordinator", "status", json!({"ids": ids}))
+            .await?;
+        let wfs = st["workflows"].as_array().cloned().unwrap_or_default();
+        let done = wfs
+            .iter()
+            .filter(|w| matches!(w["state"].as_str(), Some("completed" | "failed")))
+            .count();
+        if draw {
+            let mut out = std::io::stdout().lock();
+            if tty {
+                if last_lines > 0 {
+                    write!(out, "\x1b[{last_lines}A\x1b[J")?;
+                }
+                let mut lines = 0;
+                for w in &wfs {
+                    writeln!(out, "{}", workflow_line(w))?;
+                    lines += 1;
+                }
+                writeln!(
+                    out,
+                    "{:>6.1}s  {}/{} done  {}",
+                    started.elapsed().as_secs_f64(),
+                    done,
+                    ids.len(),
+                    utilisation(&st)
+                )?;
+                last_lines = lines + 1;
+            } else {
+                for w in &wfs {
+                    let id = w["workflow_id"].as_str().unwrap_or("").to_string();
+                    let state = format!(
+                        "{}:{}",
+                        w["state"].as_str().unwrap_or(""),
+                        w["progress"]["completed"]
+                    );
+                    if last_states.get(&id) != Some(&state) {
+                        writeln!(
+                            out,
+                            "{:>6.1}s  {}",
+                            started.elapsed().as_secs_f64(),
+                            workflow_line(w)
+                        )?;
+                        last_states.insert(id, state);
+                    }
+                }
+            }
+            out.flush()?;
+        }
+        if done == ids.len() && !wfs.is_empty() {
+            return Ok(st);
+        }
+        tokio::time::sleep(WATCH_EVERY).await;
+    }
+}
+
+pub async fn status(
+    client: &Client,
+    ids: Vec<String>,
+    states: Vec<String>,
+    tasks: bool,
+    as_json: bool,
+) -> anyhow::Result<i32> {
+    let st = client
+        .call_ok(
+            "coordinator",
+            "status",
+            json!({"ids": ids, "states": states, "tasks": tasks}),
+        )
+        .await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&st)?);
+        return Ok(0);
+    }
+    let wfs = st["workflows"].as_array().cloned().unwrap_or_default();
+    if wfs.is_empty() {
+        println!("no workflows");
+    }
+    for w in &wfs {
+        println!("{}", workflow_line(w));
+        if let Some(t) = w["tasks"].as_object() {
+            for (k, t) in t {
+                println!(
+                    "    {:<14} {:<10} attempt {} {}",
+                    k,
+                    t["state"].as_str().unwrap_or("?"),
+                    t["attempt"],
+                    t["worker_id"].as_str().unwrap_or("")
+                );
+            }
+        }
+    }
+    let u = utilisation(&st);
+    if !u.is_empty() {
+        println!("{u}");
+    }
+    Ok(0)
+}
+
+/// Finds a workflow by id or item and prints its report.
+pub async fn result(client: &Client, target: &str) -> anyhow::Result<i32> {
+    let st = client
+        .call_ok("coordinator", "status", json!({"tasks": true}))
+        .await?;
+    let wfs = st["workflows"].as_array().cloned().unwrap_or_default();
+    let mut found: Vec<&Value> = wfs
+        .iter()
+        .filter(|w| w["workflow_id"] == target || w["item"] == target)
+        .collect();
+    if found.is_empty() {
+        let st = client
+            .call_ok("coordinator", "status", json!({"ids": [target], "tasks": true}))
+            .await?;
+        if let Some(w) = st["workflows"].as_array().and_then(|a| a.first()).cloned() {
+            return print_report(&w);
+        }
+        eprintln!("no workflow with id or item `{target}`");
+        return Ok(1);
+    }
+    // The newest run of an item.
+    found.sort_by_key(|w| w["created_at"].as_str().unwrap_or("").to_string());
+    print_report(found.last().expect("non-empty"))
+}
+
+fn print_report(w: &Value) -> anyhow::Result<i32> {
+    match report_of(w) {
+        Some(md) => {
+            println!("{md}");
+            Ok(0)
+        }
+        None => {
+            eprintln!(
+                "workflow {} ({}) has no report yet: state {}",
+                w["workflow_id"].as_str().unwrap_or("?"),
+                w["item"].as_str().unwrap_or("?"),
+                w["state"].as_str().unwrap_or("?")
+            );
+            Ok(1)
+        }
+    }
+}
+
+/// The markdown report in a workflow's `report` task output, if any.
+pub fn report_of(w: &Value) -> Option<String> {
+    let out = &w["tasks"]["report"]["output"];
+    out["markdown"]
+        .as_str()
+        .or_else(|| out["report"].as_str())
+        .map(String::from)
+        .or_else(|| {
+            (!out.is_null()).then(|| serde_json::to_string_pretty(out).unwrap_or_default())
+        })
+}

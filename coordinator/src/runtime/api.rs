@@ -1,0 +1,330 @@
+//! The coordinator's control API: `submit`, `status`, `plan`, `workers`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+use caucus_shared::clock::SharedClock;
+use caucus_shared::nats::api::ApiError;
+use caucus_shared::subjects::encode_token;
+
+use super::pipelines::{resolve, stages_of};
+use super::scheduler::{Command, SchedulerHandle, StatusFilter, SCHEDULER_REPLY_TIMEOUT};
+use crate::planner;
+use crate::workflow::{instantiate, WorkflowRecord};
+
+/// Items per submit request, at most.
+pub const MAX_ITEMS: usize = 100_000;
+/// Length of one item name, at most.
+pub const MAX_ITEM_LEN: usize = 200;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SubmitRequest {
+    items: Vec<String>,
+    #[serde(default)]
+    pipeline: Value,
+    /// Wall time of one time unit for these workflows (default: config).
+    #[serde(default)]
+    time_unit_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanRequest {
+    items: Vec<String>,
+    #[serde(default)]
+    pipeline: Value,
+    #[serde(default)]
+    capacities: BTreeMap<String, u32>,
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(v: Value) -> Result<T, ApiError> {
+    serde_json::from_value(v).map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+fn check_items(items: &[String]) -> Result<(), ApiError> {
+    if items.is_empty() {
+        return Err(ApiError::bad_request("`items` must name at least one item"));
+    }
+    if items.len() > MAX_ITEMS {
+        return Err(ApiError::bad_request(format!(
+            "{} items in one request; the limit is {MAX_ITEMS}",
+            items.len()
+        )));
+    }
+    for i in items {
+        if i.trim().is_empty() || i.len() > MAX_ITEM_LEN {
+            return Err(ApiError::bad_request(format!(
+                "item `{i}` must be 1..={MAX_ITEM_LEN} characters"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `coordinator.submit`: `{items, pipeline, time_unit_ms?}` → workflow ids.
+pub async fn submit(
+    body: Value,
+    scheduler: SchedulerHandle,
+    clock: SharedClock,
+    default_unit: Duration,
+) -> Result<Value, ApiError> {
+    let req: SubmitRequest = parse(body)?;
+    check_items(&req.items)?;
+    let spec = resolve(&req.pipeline)?;
+    let stages = stages_of(&spec)?;
+    let unit_ms = req
+        .time_unit_ms
+        .unwrap_or(default_unit.as_millis() as u64)
+        .max(1);
+    let now = clock.now();
+    let records: Vec<WorkflowRecord> = req
+        .items
+        .iter()
+        .map(|item| {
+            instantiate(
+                uuid::Uuid::now_v7().to_string(),
+                item.clone(),
+                spec.name.clone(),
+                stages.clone(),
+                unit_ms,
+                now,
+            )
+        })
+        .collect();
+    let pairs: Vec<Value> = records
+        .iter()
+        .map(|r| json!({"workflow_id": r.workflow_id, "item": r.item}))
+        .collect();
+    let (tx, rx) = oneshot::channel();
+    scheduler
+        .send(Command::Submit { records, reply: tx })
+        .await
+        .map_err(|_| ApiError::new("unavailable", "the coordinator is shutting down"))?;
+    let ids = tokio::time::timeout(SCHEDULER_REPLY_TIMEOUT, rx)
+        .await
+        .map_err(|_| ApiError::new("timeout", "the scheduler did not answer in time"))?
+        .map_err(|_| ApiError::new("unavailable", "the coordinator is shutting down"))?
+        .map_err(|e| ApiError::new("store_failed", e))?;
+    Ok(json!({
+        "pipeline": spec.name,
+        "workflow_ids": ids,
+        "workflows": pairs,
+    }))
+}
+
+/// `coordinator.status`: `{ids?, states?, tasks?}`.
+pub async fn status(body: Value, scheduler: SchedulerHandle) -> Result<Value, ApiError> {
+    let filter: StatusFilter = if body.is_null() {
+        StatusFilter::default()
+    } else {
+        parse(body)?
+    };
+    for s in &filter.states {
+        if crate::workflow::WorkflowState::parse(s).is_none() {
+            return Err(ApiError::bad_request(format!(
+                "unknown state `{s}` (pending, running, pausing, paused, resuming, completed, failed)"
+            )));
+        }
+    }
+    let (tx, rx) = oneshot::channel();
+    scheduler
+        .send(Command::Status { filter, reply: tx })
+        .await
+        .map_err(|_| ApiError::new("unavailable", "the coordinator is shutting down"))?;
+    tokio::time::timeout(SCHEDULER_REPLY_TIMEOUT, rx)
+        .await
+        .map_err(|_| ApiError::new("timeout", "the scheduler did not answer in time"))?
+        .map_err(|_| ApiError::new("unavailable", "the coordinator is shutting down"))
+}
+
+/// `coordinator.plan`: a dry run, no state touched.
+pub fn plan(body: Value) -> Result<Value, ApiError> {
+    let req: PlanRequest = parse(body)?;
+    check_items(&req.items)?;
+    let spec = resolve(&req.pipeline)?;
+    let plan = planner::plan(&req.items, &spec, &req.capacities)
+        .map_err(|e| ApiError::new("invalid_pipeline", e.to_string()))?;
+    let mut v = serde_json::to_value(&plan).map_err(|e| ApiError::internal(e.to_string()))?;
+    if let Value::Object(m) = &mut v {
+        m.insert("gantt".into(), Value::String(planner::gantt::render(&plan, 60)));
+        m.insert("pipeline".into(), Value::String(spec.name.clone()));
+    }
+    Ok(v)
+}
+
+/// A workflow as the status API shows it.
+pub fn workflow_json(r: &WorkflowRecord, with_tasks: bool) -> Value {
+    let (done, total) = r.progress();
+    let overdue: Vec<&String> = r
+        .tasks
+        .iter()
+        .filter(|(_, t)| t.overdue)
+        .map(|(k, _)| k)
+        .collect();
+    let mut v = json!({
+        "workflow_id": r.workflow_id,
+        "item": r.item,
+        "item_token": encode_token(&r.item),
+        "pipeline": r.pipeline,
+        "state": r.state.as_str(),
+        "progress": {"completed": done, "total": total},
+        "overdue_tasks": overdue,
+        "created_at": r.created_at,
+        "updated_at": r.updated_at,
+    });
+    let m = v.as_object_mut().expect("object");
+    if let Some(f) = r.finished_at {
+        m.insert("finished_at".into(), json!(f));
+        m.insert(
+            "elapsed_ms".into(),
+            json!((f - r.created_at).num_milliseconds()),
+        );
+    }
+    if let Some(f) = &r.failure {
+        m.insert("failure".into(), json!(f));
+    }
+    if with_tasks {
+        let tasks: BTreeMap<&String, Value> = r
+            .tasks
+            .iter()
+            .map(|(k, t)| {
+                (
+                    k,
+                    json!({
+                        "stage": t.stage,
+                        "agent_type": t.agent_type,
+                        "state": t.state,
+                        "attempt": t.attempt,
+                        "worker_id": t.worker_id,
+                        "started_at": t.started_at,
+                        "finished_at": t.finished_at,
+                        "overdue": t.overdue,
+                        "error": t.error,
+                        "output": t.output,
+                    }),
+                )
+            })
+            .collect();
+        m.insert("tasks".into(), json!(tasks));
+    }
+    v
+}
+
+/// `coordinator.workers`: per agent type the registered workers and slots,
+/// leases in use, queue depth, ready tasks and how long the oldest waited,
+/// plus the live bottleneck.
+pub async fn workers(
+    scheduler: Option<SchedulerHandle>,
+    redis: caucus_shared::redis::RedisPool,
+    js: async_nats::jetstream::Context,
+    subjects: caucus_shared::subjects::Subjects,
+    heartbeat: Duration,
+    now_ms: i64,
+) -> Result<Value, ApiError> {
+    use caucus_shared::nats::topology::task_consumer_name;
+    use caucus_shared::redis::CapacitySemaphore;
+    use caucus_shared::subjects::StreamKind;
+
+    let load = match scheduler {
+        Some(s) => {
+            let (tx, rx) = oneshot::channel();
+            s.send(Command::Load { reply: tx })
+                .await
+                .map_err(|_| ApiError::new("unavailable", "the coordinator is shutting down"))?;
+            rx.await.unwrap_or_default()
+        }
+        None => BTreeMap::new(),
+    };
+    let prefix = subjects.prefix().to_string();
+    let mut agents: Vec<String> = CapacitySemaphore::agent_types(&redis, &prefix)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    for a in load.keys() {
+        if !agents.contains(a) {
+            agents.push(a.clone());
+        }
+    }
+    agents.sort();
+    let stream = subjects.stream(StreamKind::Tasks);
+    let mut rows = Vec::new();
+    let mut bottleneck: Option<Value> = None;
+    let mut worst_wait = 0i64;
+    for agent in agents {
+        let sem = CapacitySemaphore::new(redis.clone(), &prefix, &agent)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let st = sem
+            .status()
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let queue_depth = match js
+            .get_consumer_from_stream::<async_nats::jetstream::consumer::pull::Config, _, _>(
+                task_consumer_name(&agent),
+                stream.clone(),
+            )
+            .await
+        {
+            Ok(mut c) => c.info().await.map(|i| i.num_pending).unwrap_or(0),
+            Err(_) => 0,
+        };
+        let l = load.get(&agent).cloned().unwrap_or_default();
+        let workers: Vec<Value> = st
+            .workers
+            .iter()
+            .map(|w| {
+                // Registrations are renewed every heartbeat for a ttl; one
+                // that has not been renewed for two beats is late.
+                let remaining = w.expires_at_ms - now_ms;
+                json!({
+                    "worker_id": w.worker_id,
+                    "slots": w.slots,
+                    "expires_in_ms": remaining,
+                    "heartbeat_missed": false,
+                })
+            })
+            .collect();
+        let workers = mark_missed(workers, heartbeat);
+        if l.ready > 0 && l.oldest_wait_ms > worst_wait {
+            worst_wait = l.oldest_wait_ms;
+            bottleneck = Some(json!({
+                "agent_type": agent,
+                "oldest_wait_ms": l.oldest_wait_ms,
+                "ready": l.ready,
+                "more_slots": l.ready.min(64),
+            }));
+        }
+        rows.push(json!({
+            "agent_type": agent,
+            "capacity": st.capacity,
+            "cap": st.cap,
+            "in_use": st.in_use,
+            "queue_depth": queue_depth,
+            "ready": l.ready,
+            "in_flight": l.in_flight,
+            "oldest_wait_ms": l.oldest_wait_ms,
+            "workers": workers,
+        }));
+    }
+    Ok(json!({"agents": rows, "bottleneck": bottleneck}))
+}
+
+/// A worker whose registration has less than `ttl - 2 × heartbeat` left
+/// missed at least one heartbeat. The ttl is not stored, so the largest
+/// remaining time among the agent's workers stands in for a fresh one.
+fn mark_missed(mut workers: Vec<Value>, heartbeat: Duration) -> Vec<Value> {
+    let freshest = workers
+        .iter()
+        .filter_map(|w| w["expires_in_ms"].as_i64())
+        .max()
+        .unwrap_or(0);
+    let late = 2 * heartbeat.as_millis() as i64;
+    for w in &mut workers {
+        let rem = w["expires_in_ms"].as_i64().unwrap_or(0);
+        w["heartbeat_missed"] = json!(freshest - rem > late);
+    }
+    workers
+}

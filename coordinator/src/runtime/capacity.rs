@@ -1,0 +1,55 @@
+//! Reads the cluster-wide capacity of every agent type from the Redis
+//! semaphores (sum of live workers' slots, capped) and pokes the scheduler
+//! when it changes.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use caucus_shared::redis::{CapacitySemaphore, RedisPool};
+
+use super::scheduler::{Capacities, Command, SchedulerHandle};
+
+/// Reads all capacities once.
+pub async fn read(pool: &RedisPool, prefix: &str) -> Result<HashMap<String, usize>, caucus_shared::Error> {
+    let mut out = HashMap::new();
+    for agent in CapacitySemaphore::agent_types(pool, prefix).await? {
+        let sem = CapacitySemaphore::new(pool.clone(), prefix, &agent)?;
+        out.insert(agent, sem.status().await?.capacity as usize);
+    }
+    Ok(out)
+}
+
+/// Refreshes `caps` every `every` until `shutdown`.
+pub async fn run(
+    pool: RedisPool,
+    prefix: String,
+    caps: Capacities,
+    every: Duration,
+    scheduler: SchedulerHandle,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match read(&pool, &prefix).await {
+            Ok(now) => {
+                let changed = {
+                    let mut c = caps.write().expect("capacity lock");
+                    let changed = *c != now;
+                    *c = now;
+                    changed
+                };
+                if changed {
+                    let _ = scheduler.try_send(Command::Poke);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read capacities from Redis"),
+        }
+    }
+}

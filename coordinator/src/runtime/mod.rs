@@ -1,0 +1,169 @@
+//! The coordinator process: while it holds the leadership lock it loads the
+//! unfinished workflows from KV, consumes task events, dispatches ready
+//! tasks within the capacities read from Redis, and answers the control API.
+
+pub mod api;
+mod capacity;
+pub mod events;
+pub mod leader;
+pub mod pipelines;
+pub mod scheduler;
+pub mod store;
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use async_nats::jetstream;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use caucus_shared::clock::SharedClock;
+use caucus_shared::config::Config;
+use caucus_shared::nats::dlq::Dlq;
+use caucus_shared::nats::topology::ensure_kv;
+use caucus_shared::redis::{OwnedLock, RedisPool};
+use caucus_shared::subjects::Subjects;
+
+use scheduler::{Capacities, Scheduler, SchedulerHandle};
+use store::WorkflowStore;
+
+/// KV bucket of workflow records.
+pub const WORKFLOWS_BUCKET: &str = "workflows";
+
+/// Everything the coordinator needs.
+#[derive(Clone)]
+pub struct CoordinatorDeps {
+    /// Effective configuration.
+    pub config: Arc<Config>,
+    /// Subject builder.
+    pub subjects: Subjects,
+    /// JetStream context.
+    pub js: jetstream::Context,
+    /// Redis pool.
+    pub redis: RedisPool,
+    /// Cancelled on shutdown.
+    pub shutdown: CancellationToken,
+    /// Clock.
+    pub clock: SharedClock,
+    /// This instance's id (leadership token).
+    pub instance_id: String,
+}
+
+/// Errors that stop the coordinator.
+#[derive(Debug, thiserror::Error)]
+pub enum CoordinatorError {
+    /// NATS or Redis set-up failed.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// The channel the API handlers use; `None` while standing by.
+pub type SharedScheduler = Arc<RwLock<Option<SchedulerHandle>>>;
+
+/// Opens the workflow store.
+pub async fn open_store(deps: &CoordinatorDeps) -> Result<WorkflowStore, CoordinatorError> {
+    let kv = ensure_kv(
+        &deps.js,
+        &deps.subjects,
+        WORKFLOWS_BUCKET,
+        1,
+        std::time::Duration::ZERO,
+        deps.config.nats.replicas,
+    )
+    .await
+    .map_err(|e| CoordinatorError::Setup(e.to_string()))?;
+    Ok(WorkflowStore::new(kv))
+}
+
+/// Runs until shutdown: stand by, lead, and stand by again if leadership
+/// is lost.
+pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), CoordinatorError> {
+    let store = open_store(&deps).await?;
+    let cfg = &deps.config.coordinator;
+    let lock = OwnedLock::new(
+        deps.redis.clone(),
+        deps.subjects.prefix(),
+        leader::LEADER_LOCK,
+        &deps.instance_id,
+    )
+    .map_err(|e| CoordinatorError::Setup(e.to_string()))?;
+    let consumer = events::ensure_consumer(&deps.js, &deps.subjects, deps.config.worker.ack_wait)
+        .await
+        .map_err(CoordinatorError::Setup)?;
+    while !deps.shutdown.is_cancelled() {
+        if !leader::acquire(&lock, cfg.leader_lease, &deps.shutdown).await {
+            break;
+        }
+        tracing::info!(instance_id = %deps.instance_id, "leading");
+        let lost = CancellationToken::new();
+        let term = CancellationToken::new();
+        let stop = {
+            let lost = lost.clone();
+            let shutdown = deps.shutdown.clone();
+            let term = term.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = lost.cancelled() => {}
+                    _ = shutdown.cancelled() => {}
+                }
+                term.cancel();
+            })
+        };
+        let keeper = tokio::spawn(leader::keep(
+            lock.clone(),
+            cfg.leader_lease,
+            lost.clone(),
+            deps.shutdown.clone(),
+        ));
+        let caps: Capacities = Arc::new(RwLock::new(HashMap::new()));
+        if let Ok(c) = capacity::read(&deps.redis, deps.subjects.prefix()).await {
+            *caps.write().expect("caps") = c;
+        }
+        let mut sched = Scheduler::new(
+            store.clone(),
+            deps.js.clone(),
+            deps.subjects.clone(),
+            caps.clone(),
+            deps.clock.clone(),
+            cfg.clone(),
+        );
+        match sched.load().await {
+            Ok(n) => tracing::info!(workflows = n, "loaded unfinished workflows"),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot load workflows; retrying leadership");
+                term.cancel();
+                let _ = lock.release().await;
+                continue;
+            }
+        }
+        let (tx, rx) = mpsc::channel(1024);
+        *current.write().expect("scheduler slot") = Some(tx.clone());
+        let cap_task = tokio::spawn(capacity::run(
+            deps.redis.clone(),
+            deps.subjects.prefix().to_string(),
+            caps,
+            cfg.tick,
+            tx.clone(),
+            term.clone(),
+        ));
+        let ev_task = tokio::spawn(events::run(
+            consumer.clone(),
+            Dlq::new(deps.js.clone(), deps.subjects.clone()),
+            deps.config.max_body_bytes,
+            cfg.event_batch,
+            tx.clone(),
+            term.clone(),
+        ));
+        drop(tx);
+        sched.run(rx, term.clone()).await;
+        *current.write().expect("scheduler slot") = None;
+        let _ = tokio::join!(cap_task, ev_task, stop);
+        if deps.shutdown.is_cancelled() {
+            let _ = keeper.await;
+            break;
+        }
+        keeper.abort();
+        tracing::warn!("stepped down; standing by");
+    }
+    Ok(())
+}

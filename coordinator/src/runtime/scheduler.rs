@@ -1,0 +1,370 @@
+//! The one task that owns the [`Engine`]: it applies submissions and task
+//! events, dispatches within capacity, persists what changed, and only then
+//! acknowledges the events. Crash anywhere and the unacknowledged events
+//! are redelivered against the last persisted records; re-dispatches reuse
+//! the same `Nats-Msg-Id`, so JetStream drops the duplicates.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, context::PublishAckFuture};
+use async_nats::HeaderMap;
+use chrono::Utc;
+use futures::future::join_all;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use caucus_shared::clock::SharedClock;
+use caucus_shared::config::CoordinatorConfig;
+use caucus_shared::nats::trace;
+use caucus_shared::subjects::Subjects;
+use caucus_shared::task::{TaskDispatch, TaskEvent};
+
+use super::store::{StoreError, WorkflowStore};
+use crate::engine::Engine;
+use crate::workflow::{WorkflowRecord, WorkflowState};
+
+/// Capacity per agent type as last read from Redis.
+pub type Capacities = Arc<RwLock<HashMap<String, usize>>>;
+
+/// Which workflows `status` returns.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct StatusFilter {
+    /// Only these ids.
+    #[serde(default)]
+    pub ids: Vec<String>,
+    /// Only these states.
+    #[serde(default)]
+    pub states: Vec<String>,
+    /// Include per-task detail.
+    #[serde(default)]
+    pub tasks: bool,
+}
+
+/// Requests to the scheduler.
+pub enum Command {
+    /// New workflows (already validated).
+    Submit {
+        /// Fresh records.
+        records: Vec<WorkflowRecord>,
+        /// Their ids, or why they could not be stored.
+        reply: oneshot::Sender<Result<Vec<String>, String>>,
+    },
+    /// A batch of task events with the messages to ack once persisted.
+    Events(Vec<(TaskEvent, jetstream::Message)>),
+    /// Status query.
+    Status {
+        /// Filter.
+        filter: StatusFilter,
+        /// The reply body.
+        reply: oneshot::Sender<Value>,
+    },
+    /// Capacity changed: try dispatching.
+    Poke,
+    /// Load per agent type.
+    Load {
+        /// The reply.
+        reply: oneshot::Sender<std::collections::BTreeMap<String, crate::engine::AgentLoad>>,
+    },
+}
+
+/// Handle for sending commands.
+pub type SchedulerHandle = mpsc::Sender<Command>;
+
+/// The scheduler's state.
+pub struct Scheduler {
+    engine: Engine,
+    revisions: HashMap<String, u64>,
+    dirty: HashSet<String>,
+    pending_acks: Vec<jetstream::Message>,
+    store: WorkflowStore,
+    js: jetstream::Context,
+    subjects: Subjects,
+    capacities: Capacities,
+    clock: SharedClock,
+    cfg: CoordinatorConfig,
+}
+
+impl Scheduler {
+    /// A scheduler over the stored workflows.
+    pub fn new(
+        store: WorkflowStore,
+        js: jetstream::Context,
+        subjects: Subjects,
+        capacities: Capacities,
+        clock: SharedClock,
+        cfg: CoordinatorConfig,
+    ) -> Self {
+        Scheduler {
+            engine: Engine::new(),
+            revisions: HashMap::new(),
+            dirty: HashSet::new(),
+            pending_acks: Vec::new(),
+            store,
+            js,
+            subjects,
+            capacities,
+            clock,
+            cfg,
+        }
+    }
+
+    /// Loads every unfinished workflow from KV (start-up / takeover).
+    pub async fn load(&mut self) -> Result<usize, StoreError> {
+        let all = self.store.load_all().await?;
+        let mut n = 0;
+        for (rec, rev) in all {
+            if rec.state.is_terminal() {
+                continue;
+            }
+            self.revisions.insert(rec.workflow_id.clone(), rev);
+            self.engine.insert(rec);
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Runs until `shutdown`; returns after persisting what it can.
+    pub async fn run(mut self, mut rx: mpsc::Receiver<Command>, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(self.cfg.tick);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                cmd = rx.recv() => match cmd {
+                    Some(cmd) => {
+                        self.handle(cmd).await;
+                        // Drain what queued up meanwhile before the next pump.
+                        while let Ok(more) = rx.try_recv() {
+                            self.handle(more).await;
+                        }
+                    }
+                    None => break,
+                },
+                _ = tick.tick() => self.on_tick().await,
+            }
+            self.pump().await;
+        }
+        self.persist().await;
+    }
+
+    async fn handle(&mut self, cmd: Command) {
+        match cmd {
+            Command::Submit { records, reply } => {
+                let res = self.submit(records).await;
+                let _ = reply.send(res);
+            }
+            Command::Events(batch) => {
+                let now = self.clock.now();
+                for (ev, msg) in batch {
+                    if self.engine.apply_event(&ev, now).is_some() {
+                        self.dirty.insert(ev.workflow_id.clone());
+                    } else if !self.revisions.contains_key(&ev.workflow_id)
+                        && self.engine.get(&ev.workflow_id).is_none()
+                    {
+                        tracing::debug!(task_id = %ev.task_id, "event for a workflow this coordinator does not hold");
+                    }
+                    self.pending_acks.push(msg);
+                }
+            }
+            Command::Status { filter, reply } => {
+                let v = self.status(&filter).await;
+                let _ = reply.send(v);
+            }
+            Command::Poke => {}
+            Command::Load { reply } => {
+                let _ = reply.send(self.engine.load(self.clock.now()));
+            }
+        }
+    }
+
+    async fn submit(&mut self, records: Vec<WorkflowRecord>) -> Result<Vec<String>, String> {
+        let results = join_all(records.iter().map(|r| self.store.create(r))).await;
+        let mut ids = Vec::with_capacity(records.len());
+        let mut first_err = None;
+        for (rec, res) in records.into_iter().zip(results) {
+            match res {
+                Ok(rev) => {
+                    ids.push(rec.workflow_id.clone());
+                    self.revisions.insert(rec.workflow_id.clone(), rev);
+                    self.engine.insert(rec);
+                }
+                Err(e) => {
+                    first_err.get_or_insert(e.to_string());
+                }
+            }
+        }
+        match first_err {
+            Some(e) if ids.is_empty() => Err(e),
+            Some(e) => {
+                tracing::error!(error = %e, stored = ids.len(), "some workflows could not be stored");
+                Ok(ids)
+            }
+            None => Ok(ids),
+        }
+    }
+
+    async fn on_tick(&mut self) {
+        let now = self.clock.now();
+        for (wf, key) in self.engine.flag_overdue(now, self.cfg.overdue_factor) {
+            self.dirty.insert(wf.clone());
+            if let Some(rec) = self.engine.get(&wf) {
+                let t = &rec.tasks[&key];
+                tracing::warn!(workflow_id = %wf, task = %key, "task overdue");
+                let body = json!({
+                    "kind": "task_overdue",
+                    "workflow_id": wf,
+                    "item": rec.item,
+                    "task_id": rec.task_id(&key),
+                    "agent_type": t.agent_type,
+                    "started_at": t.started_at,
+                    "at": now,
+                });
+                let _ = self
+                    .js
+                    .publish(self.subjects.alerts("warning"), body.to_string().into())
+                    .await;
+            }
+        }
+        self.evict_finished(now);
+    }
+
+    fn evict_finished(&mut self, now: chrono::DateTime<Utc>) {
+        let keep = chrono::Duration::from_std(self.cfg.retain_finished).unwrap_or_default();
+        let old: Vec<String> = self
+            .engine
+            .workflows()
+            .filter(|r| r.state.is_terminal())
+            .filter(|r| r.finished_at.is_some_and(|f| now - f > keep))
+            .filter(|r| !self.dirty.contains(&r.workflow_id))
+            .map(|r| r.workflow_id.clone())
+            .collect();
+        for id in old {
+            self.engine.remove(&id);
+            self.revisions.remove(&id);
+        }
+    }
+
+    /// Dispatch within capacity, publish, persist, then ack events.
+    async fn pump(&mut self) {
+        let now = self.clock.now();
+        let caps = self.capacities.read().map(|c| c.clone()).unwrap_or_default();
+        let (dispatches, dirty) = self
+            .engine
+            .next_dispatches(now, |a| caps.get(a).copied().unwrap_or(0));
+        self.dirty.extend(dirty);
+        if !dispatches.is_empty() {
+            self.publish(dispatches).await;
+        }
+        self.persist().await;
+    }
+
+    async fn publish(&mut self, dispatches: Vec<TaskDispatch>) {
+        let mut acks: Vec<(TaskDispatch, Result<PublishAckFuture, String>)> =
+            Vec::with_capacity(dispatches.len());
+        for d in dispatches {
+            let mut headers = HeaderMap::new();
+            headers.insert("Nats-Msg-Id", d.msg_id().as_str());
+            trace::inject(&mut headers);
+            let body = serde_json::to_vec(&d).expect("dispatch serialises");
+            let r = self
+                .js
+                .publish_with_headers(self.subjects.tasks(&d.agent_type), headers, body.into())
+                .await
+                .map_err(|e| e.to_string());
+            acks.push((d, r));
+        }
+        let mut failed = Vec::new();
+        let futs = acks.into_iter().map(|(d, r)| async move {
+            match r {
+                Ok(f) => f.await.map(|_| ()).map_err(|e| (d, e.to_string())),
+                Err(e) => Err((d, e)),
+            }
+        });
+        for r in join_all(futs).await {
+            if let Err((d, e)) = r {
+                failed.push((d, e));
+            }
+        }
+        for (d, e) in failed {
+            tracing::warn!(task_id = %d.task_id, error = %e, "dispatch publish failed; will retry");
+            self.engine.requeue(&d.workflow_id, &d.task_id);
+        }
+    }
+
+    async fn persist(&mut self) {
+        if self.dirty.is_empty() && self.pending_acks.is_empty() {
+            return;
+        }
+        let ids: Vec<String> = self.dirty.drain().collect();
+        let writes = ids.iter().filter_map(|id| {
+            let rec = self.engine.get(id)?;
+            let rev = *self.revisions.get(id)?;
+            Some(async move { (id.clone(), self.store.update(rec, rev).await) })
+        });
+        let results = join_all(writes).await;
+        let mut ok = true;
+        for (id, r) in results {
+            match r {
+                Ok(rev) => {
+                    self.revisions.insert(id, rev);
+                }
+                Err(StoreError::Conflict(id)) => {
+                    tracing::error!(workflow_id = %id, "revision conflict: reloading the stored record");
+                    if let Ok(Some((rec, rev))) = self.store.get(&id).await {
+                        self.revisions.insert(id, rev);
+                        self.engine.insert(rec);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(workflow_id = %id, error = %e, "persist failed; will retry");
+                    self.dirty.insert(id);
+                    ok = false;
+                }
+            }
+        }
+        if ok {
+            let acks = std::mem::take(&mut self.pending_acks);
+            join_all(acks.iter().map(|m| m.ack())).await;
+        }
+    }
+
+    async fn status(&self, f: &StatusFilter) -> Value {
+        let states: Vec<WorkflowState> = f
+            .states
+            .iter()
+            .filter_map(|s| WorkflowState::parse(s))
+            .collect();
+        let mut list: Vec<Value> = Vec::new();
+        let mut push = |r: &WorkflowRecord| {
+            if states.is_empty() || states.contains(&r.state) {
+                list.push(super::api::workflow_json(r, f.tasks));
+            }
+        };
+        if f.ids.is_empty() {
+            let mut recs: Vec<&WorkflowRecord> = self.engine.workflows().collect();
+            recs.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+            recs.into_iter().for_each(&mut push);
+        } else {
+            for id in &f.ids {
+                if let Some(r) = self.engine.get(id) {
+                    push(r);
+                } else if let Ok(Some((r, _))) = self.store.get(id).await {
+                    push(&r);
+                }
+            }
+        }
+        let now = self.clock.now();
+        let caps = self.capacities.read().map(|c| c.clone()).unwrap_or_default();
+        json!({
+            "workflows": list,
+            "load": self.engine.load(now),
+            "capacity": caps,
+        })
+    }
+}
+
+/// How long `submit` and `status` callers wait for the scheduler.
+pub const SCHEDULER_REPLY_TIMEOUT: Duration = Duration::from_secs(30);

@@ -1,0 +1,40 @@
+//! Renews the worker's registration. It is also how the cluster recovers
+//! from a Redis that restarted empty: the next beat registers again.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use caucus_shared::redis::CapacitySemaphore;
+
+pub(super) async fn run(
+    sem: CapacitySemaphore,
+    worker_id: String,
+    slots: u32,
+    ttl: Duration,
+    every: Duration,
+    stop: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match sem.register_worker(&worker_id, slots, ttl).await {
+            Ok(_) if failing => {
+                tracing::info!(agent_type = %sem.agent_type(), "registration restored");
+                failing = false;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                if !failing {
+                    tracing::warn!(agent_type = %sem.agent_type(), error = %e, "heartbeat failed");
+                }
+                failing = true;
+            }
+        }
+    }
+}

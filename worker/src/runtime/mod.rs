@@ -1,0 +1,128 @@
+//! The worker process: registers its slots per agent type in Redis, and for
+//! every slot loops "take a lease → pull one task → run it → report → ack".
+//! It pulls only while it holds a lease, so cluster-wide capacity is never
+//! exceeded; a killed worker's leases and registration lapse after one lease
+//! period and JetStream redelivers its unacknowledged task.
+
+mod heartbeat;
+mod report;
+mod slot;
+
+use std::sync::Arc;
+
+use async_nats::jetstream;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use caucus_shared::clock::SharedClock;
+use caucus_shared::config::Config;
+use caucus_shared::nats::dlq::Dlq;
+use caucus_shared::nats::topology::ensure_task_consumer;
+use caucus_shared::redis::{CapacitySemaphore, RedisPool};
+use caucus_shared::subjects::Subjects;
+
+use crate::handler::Handler;
+
+pub use report::Reporter;
+
+/// Everything a worker needs.
+#[derive(Clone)]
+pub struct WorkerDeps {
+    /// Effective configuration.
+    pub config: Arc<Config>,
+    /// Subject builder.
+    pub subjects: Subjects,
+    /// JetStream context.
+    pub js: jetstream::Context,
+    /// Redis pool.
+    pub redis: RedisPool,
+    /// Cancelled on the first SIGTERM: stop pulling, finish in-flight work.
+    pub shutdown: CancellationToken,
+    /// Clock for event timestamps.
+    pub clock: SharedClock,
+    /// This process's id (registration and lease holder prefix).
+    pub worker_id: String,
+    /// What runs the tasks.
+    pub handler: Handler,
+}
+
+/// Errors that stop a worker from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// No agent type configured.
+    #[error("no agent type given: pass --agent TYPE[,TYPE] (or set CAUCUS_WORKER_AGENTS)")]
+    NoAgents,
+    /// Setting up NATS or Redis state failed.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// Runs the worker until `deps.shutdown`, then drains: in-flight tasks
+/// finish (the caller bounds this with the shutdown grace), leases are
+/// released and the registration removed.
+pub async fn run(deps: WorkerDeps, tracker: &TaskTracker) -> Result<(), WorkerError> {
+    let cfg = deps.config.clone();
+    if cfg.worker.agents.is_empty() {
+        return Err(WorkerError::NoAgents);
+    }
+    let dlq = Dlq::new(deps.js.clone(), deps.subjects.clone());
+    let reporter = Reporter::new(deps.js.clone(), deps.subjects.clone(), deps.clock.clone(), deps.worker_id.clone());
+    let stop_heartbeat = CancellationToken::new();
+    let mut sems = Vec::new();
+    for agent in &cfg.worker.agents {
+        let consumer = ensure_task_consumer(
+            &deps.js,
+            &deps.subjects,
+            agent,
+            cfg.worker.ack_wait,
+            cfg.worker.max_deliver,
+        )
+        .await
+        .map_err(|e| WorkerError::Setup(e.to_string()))?;
+        let sem = CapacitySemaphore::new(deps.redis.clone(), deps.subjects.prefix(), agent)
+            .map_err(|e| WorkerError::Setup(e.to_string()))?;
+        if let Some(cap) = cfg.worker.capacity_cap.get(agent) {
+            sem.set_cap(Some(*cap))
+                .await
+                .map_err(|e| WorkerError::Setup(e.to_string()))?;
+        }
+        let capacity = sem
+            .register_worker(&deps.worker_id, cfg.worker.slots, cfg.worker.lease_ttl)
+            .await
+            .map_err(|e| WorkerError::Setup(e.to_string()))?;
+        tracing::info!(agent_type = %agent, slots = cfg.worker.slots, capacity, "registered");
+        tracker.spawn(heartbeat::run(
+            sem.clone(),
+            deps.worker_id.clone(),
+            cfg.worker.slots,
+            cfg.worker.lease_ttl,
+            cfg.worker.heartbeat_interval,
+            stop_heartbeat.clone(),
+        ));
+        for slot in 0..cfg.worker.slots {
+            let s = slot::Slot {
+                deps: deps.clone(),
+                agent_type: agent.clone(),
+                index: slot,
+                sem: sem.clone(),
+                consumer: consumer.clone(),
+                dlq: dlq.clone(),
+                reporter: reporter.clone(),
+            };
+            tracker.spawn(s.run());
+        }
+        sems.push(sem);
+    }
+    deps.shutdown.cancelled().await;
+    // Slots stop pulling now; the caller waits for the tracker (bounded by
+    // the shutdown grace). Deregistering last keeps capacity truthful.
+    let sems2 = sems.clone();
+    let worker_id = deps.worker_id.clone();
+    tracker.spawn(async move {
+        stop_heartbeat.cancel();
+        for s in sems2 {
+            let _ = s.deregister_worker(&worker_id).await;
+        }
+    });
+    Ok(())
+}

@@ -1,0 +1,105 @@
+//! Publishing task events and findings, each with a de-duplication id and
+//! the trace context of the task.
+
+use async_nats::jetstream;
+use async_nats::HeaderMap;
+use chrono::{DateTime, Utc};
+
+use caucus_shared::clock::SharedClock;
+use caucus_shared::nats::trace;
+use caucus_shared::subjects::Subjects;
+use caucus_shared::task::{TaskDispatch, TaskError, TaskEvent, TaskStatus, TASK_SCHEMA_VERSION};
+
+/// Publishes a worker's events.
+#[derive(Clone)]
+pub struct Reporter {
+    js: jetstream::Context,
+    subjects: Subjects,
+    clock: SharedClock,
+    worker_id: String,
+}
+
+impl Reporter {
+    /// A reporter for `worker_id`.
+    pub fn new(js: jetstream::Context, subjects: Subjects, clock: SharedClock, worker_id: String) -> Self {
+        Reporter {
+            js,
+            subjects,
+            clock,
+            worker_id,
+        }
+    }
+
+    /// The event body for `task`.
+    pub fn event(
+        &self,
+        task: &TaskDispatch,
+        status: TaskStatus,
+        started_at: DateTime<Utc>,
+    ) -> TaskEvent {
+        TaskEvent {
+            schema_version: TASK_SCHEMA_VERSION,
+            task_id: task.task_id.clone(),
+            workflow_id: task.workflow_id.clone(),
+            stage: task.stage.clone(),
+            agent_type: task.agent_type.clone(),
+            attempt: task.attempt,
+            status,
+            worker_id: self.worker_id.clone(),
+            output: None,
+            error: None,
+            message: None,
+            started_at: Some(started_at),
+            at: self.clock.now(),
+        }
+    }
+
+    /// Publishes an event and waits for the stream to store it.
+    pub async fn publish(&self, ev: &TaskEvent) -> Result<(), String> {
+        let mut headers = HeaderMap::new();
+        headers.insert("Nats-Msg-Id", ev.msg_id().as_str());
+        trace::inject(&mut headers);
+        let body = serde_json::to_vec(ev).map_err(|e| e.to_string())?;
+        let subject = self.subjects.task_event(&ev.agent_type, ev.status.as_str());
+        self.js
+            .publish_with_headers(subject, headers, body.into())
+            .await
+            .map_err(|e| e.to_string())?
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// A failed event.
+    pub fn failed(&self, task: &TaskDispatch, started_at: DateTime<Utc>, err: TaskError) -> TaskEvent {
+        let mut ev = self.event(task, TaskStatus::Failed, started_at);
+        ev.error = Some(err);
+        ev
+    }
+
+    /// Publishes a finding about `item` (content in the `finding` shape).
+    pub async fn finding(&self, task: &TaskDispatch, index: usize, content: serde_json::Value) -> Result<(), String> {
+        let body = serde_json::json!({
+            "id": uuid::Uuid::now_v7().to_string(),
+            "message_type": "finding",
+            "from_agent": task.agent_type,
+            "priority": "normal",
+            "content": content,
+            "timestamp": self.clock.now(),
+            "requires_response": false,
+            "correlation_id": task.workflow_id,
+            "schema_version": 1,
+        });
+        let mut headers = HeaderMap::new();
+        let id = format!("{}@{}:finding:{index}", task.task_id, task.attempt);
+        headers.insert("Nats-Msg-Id", id.as_str());
+        trace::inject(&mut headers);
+        self.js
+            .publish_with_headers(self.subjects.findings(&task.item), headers, body.to_string().into())
+            .await
+            .map_err(|e| e.to_string())?
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,199 @@
+//! One slot of one agent type: lease → pull → run → report → ack.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
+use futures::StreamExt;
+use tracing::Instrument;
+
+use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
+use caucus_shared::nats::trace;
+use caucus_shared::redis::{CapacitySemaphore, Lease};
+use caucus_shared::task::{TaskDispatch, TaskStatus};
+
+use super::{Reporter, WorkerDeps};
+
+/// Backoff while capacity is full (doubles up to the max).
+const ACQUIRE_BACKOFF_MIN: Duration = Duration::from_millis(5);
+const ACQUIRE_BACKOFF_MAX: Duration = Duration::from_millis(200);
+
+pub(super) struct Slot {
+    pub(super) deps: WorkerDeps,
+    pub(super) agent_type: String,
+    pub(super) index: u32,
+    pub(super) sem: CapacitySemaphore,
+    pub(super) consumer: PullConsumer,
+    pub(super) dlq: Dlq,
+    pub(super) reporter: Reporter,
+}
+
+impl Slot {
+    fn holder(&self) -> String {
+        format!("{}/{}", self.deps.worker_id, self.index)
+    }
+
+    pub(super) async fn run(self) {
+        let shutdown = self.deps.shutdown.clone();
+        let ttl = self.deps.config.worker.lease_ttl;
+        let mut backoff = ACQUIRE_BACKOFF_MIN;
+        while !shutdown.is_cancelled() {
+            let lease = match self.sem.try_acquire(&self.holder(), ttl).await {
+                Ok(Some(l)) => {
+                    backoff = ACQUIRE_BACKOFF_MIN;
+                    l
+                }
+                Ok(None) => {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        _ = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(ACQUIRE_BACKOFF_MAX);
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(agent_type = %self.agent_type, error = %e, "cannot take a lease");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        _ = tokio::time::sleep(ACQUIRE_BACKOFF_MAX) => {}
+                    }
+                    continue;
+                }
+            };
+            self.hold(&lease).await;
+            if let Err(e) = self.sem.release(&lease).await {
+                tracing::warn!(error = %e, "lease release failed; it lapses after its ttl");
+            }
+        }
+    }
+
+    /// Works while holding `lease`; returns when idle, shut down or the
+    /// lease was lost.
+    async fn hold(&self, lease: &Lease) {
+        let shutdown = &self.deps.shutdown;
+        let cfg = &self.deps.config.worker;
+        loop {
+            if shutdown.is_cancelled() {
+                return;
+            }
+            let fetched = self
+                .consumer
+                .fetch()
+                .max_messages(1)
+                .expires(cfg.fetch_wait)
+                .messages()
+                .await;
+            let mut batch = match fetched {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(agent_type = %self.agent_type, error = %e, "fetch failed");
+                    return;
+                }
+            };
+            let msg = tokio::select! {
+                // Stop waiting for work at once on shutdown.
+                _ = shutdown.cancelled() => return,
+                m = batch.next() => m,
+            };
+            let Some(msg) = msg else {
+                // Idle: give the capacity back so busier workers can use it.
+                return;
+            };
+            let msg = match msg {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(error = %e, "task message error");
+                    return;
+                }
+            };
+            let max = self.deps.config.max_body_bytes;
+            let task = decode_or_dead_letter(&self.dlq, &msg, max, |b, _| {
+                serde_json::from_slice::<TaskDispatch>(b)
+            })
+            .await;
+            if let Some(task) = task {
+                let span = trace::consumer_span(&msg.subject, msg.headers.as_ref());
+                self.execute(&msg, task, lease).instrument(span).await;
+            }
+            match self.sem.renew(lease, cfg.lease_ttl).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(agent_type = %self.agent_type, "lease was reclaimed; taking a new one");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "lease renew failed");
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn execute(&self, msg: &jetstream::Message, task: TaskDispatch, lease: &Lease) {
+        let cfg = &self.deps.config.worker;
+        let started_at = self.deps.clock.now();
+        let started = self.reporter.event(&task, TaskStatus::Started, started_at);
+        if let Err(e) = self.reporter.publish(&started).await {
+            tracing::warn!(task_id = %task.task_id, error = %e, "cannot report start; task returns to the queue");
+            let _ = msg.ack_with(AckKind::Nak(Some(Duration::from_millis(500)))).await;
+            return;
+        }
+        // Keep the message and the lease alive while the handler runs.
+        let keepalive = (cfg.ack_wait / 3).min(cfg.lease_ttl / 3).max(Duration::from_millis(50));
+        let run = self.run_paced(&task);
+        tokio::pin!(run);
+        let result = loop {
+            tokio::select! {
+                r = &mut run => break r,
+                _ = tokio::time::sleep(keepalive) => {
+                    let _ = msg.ack_with(AckKind::Progress).await;
+                    let _ = self.sem.renew(lease, cfg.lease_ttl).await;
+                }
+            }
+        };
+        let ev = match result {
+            Ok(out) => {
+                for (i, f) in out.findings.into_iter().enumerate() {
+                    if let Err(e) = self.reporter.finding(&task, i, f.content).await {
+                        tracing::warn!(task_id = %task.task_id, error = %e, "finding not published");
+                    }
+                }
+                let mut ev = self.reporter.event(&task, TaskStatus::Completed, started_at);
+                ev.output = Some(out.output);
+                ev
+            }
+            Err(err) => {
+                tracing::info!(task_id = %task.task_id, error_type = %err.error_type, "task failed");
+                self.reporter.failed(&task, started_at, err)
+            }
+        };
+        // Report first, ack second: a crash in between re-runs the task,
+        // and the coordinator records only the first completion.
+        loop {
+            match self.reporter.publish(&ev).await {
+                Ok(()) => break,
+                Err(e) => {
+                    tracing::warn!(task_id = %task.task_id, error = %e, "cannot report result; retrying");
+                    let _ = msg.ack_with(AckKind::Progress).await;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+        if let Err(e) = msg.ack().await {
+            tracing::warn!(task_id = %task.task_id, error = %e, "ack failed; a redelivery will be ignored");
+        }
+    }
+
+    /// Runs the handler; with `worker.pace` the task takes at least its
+    /// expected duration (the demo's time units are real wall time).
+    async fn run_paced(
+        &self,
+        task: &TaskDispatch,
+    ) -> Result<crate::handler::HandlerOutput, caucus_shared::task::TaskError> {
+        let t0 = tokio::time::Instant::now();
+        let r = self.deps.handler.run(task).await;
+        if self.deps.config.worker.pace && task.expected_ms > 0 {
+            tokio::time::sleep_until(t0 + Duration::from_millis(task.expected_ms)).await;
+        }
+        r
+    }
+}
