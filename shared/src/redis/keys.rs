@@ -105,7 +105,9 @@ pub fn semaphore_workers_pattern(prefix: &str) -> Result<String, Error> {
 pub fn agent_type_of_workers_key<'a>(prefix: &str, key: &'a str) -> Option<&'a str> {
     let head = format!("{prefix}:{{{SEMAPHORE_FAMILY}:");
     let tail = format!("}}:{SEM_WORKERS}");
-    let name = key.strip_prefix(head.as_str())?.strip_suffix(tail.as_str())?;
+    let name = key
+        .strip_prefix(head.as_str())?
+        .strip_suffix(tail.as_str())?;
     validate_name("agent type", name).ok().map(|_| name)
 }
 
@@ -156,12 +158,24 @@ mod tests {
         for bad in ["", "a}b", "{x}", "a b", "é", "a/b", &"x".repeat(129)] {
             let e = SemaphoreKeys::new("caucus", bad).unwrap_err();
             assert!(
-                matches!(e, Error::InvalidName { kind: "agent type", .. }),
+                matches!(
+                    e,
+                    Error::InvalidName {
+                        kind: "agent type",
+                        ..
+                    }
+                ),
                 "{bad:?}: {e}"
             );
         }
         let e = lock_key("cau{cus", "x").unwrap_err();
-        assert!(matches!(e, Error::InvalidName { kind: "key prefix", .. }));
+        assert!(matches!(
+            e,
+            Error::InvalidName {
+                kind: "key prefix",
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -170,9 +184,6 @@ mod tests {
         assert_eq!(agent_type_of_workers_key("p", &k.workers), Some("fin.v2:x"));
         assert_eq!(agent_type_of_workers_key("p", &k.holders), None);
         assert_eq!(agent_type_of_workers_key("q", &k.workers), None);
-        assert_eq!(
-            semaphore_workers_pattern("p").unwrap(),
-            "p:{sem:*}:workers"
-        );
+        assert_eq!(semaphore_workers_pattern("p").unwrap(), "p:{sem:*}:workers");
     }
 }

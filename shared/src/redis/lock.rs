@@ -89,7 +89,8 @@ impl OwnedLock {
             }
             // A little jitter keeps contenders that started together from
             // retrying in lockstep.
-            let jitter = Duration::from_millis(rand::random_range(0..=pause.as_millis() as u64 / 2));
+            let jitter =
+                Duration::from_millis(rand::random_range(0..=pause.as_millis() as u64 / 2));
             tokio::time::sleep((pause + jitter).min(deadline - now)).await;
             pause = (pause * 2).min(BACKOFF_MAX);
         }

@@ -36,8 +36,7 @@ pub(crate) static LOCK_RELEASE: LazyLock<Script> = script!("lock_release.lua");
 
 pub(crate) static COUNTER_ADD: LazyLock<Script> = script!("prelude.lua", "counter_add.lua");
 pub(crate) static COUNTER_REMOVE: LazyLock<Script> = script!("prelude.lua", "counter_remove.lua");
-pub(crate) static COUNTER_MEMBERS: LazyLock<Script> =
-    script!("prelude.lua", "counter_members.lua");
+pub(crate) static COUNTER_MEMBERS: LazyLock<Script> = script!("prelude.lua", "counter_members.lua");
 
 /// Runs one script invocation on a pooled connection.
 ///

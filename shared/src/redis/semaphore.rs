@@ -129,7 +129,11 @@ impl CapacitySemaphore {
     /// and lapsed workers are reclaimed in the same step. Calling it again for
     /// a holder that already has a live lease renews that lease (never a
     /// second slot). `None` means no slot is free.
-    pub async fn try_acquire(&self, holder_id: &str, ttl: Duration) -> Result<Option<Lease>, Error> {
+    pub async fn try_acquire(
+        &self,
+        holder_id: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, Error> {
         check_id("holder id", holder_id)?;
         let ttl = ttl_ms("lease ttl", ttl)?;
         let mut call = scripts::SEM_ACQUIRE.prepare_invoke();
@@ -166,8 +170,7 @@ impl CapacitySemaphore {
     pub async fn status(&self) -> Result<SemaphoreStatus, Error> {
         let mut call = scripts::SEM_STATUS.prepare_invoke();
         self.with_keys(&mut call);
-        let (capacity, cap, holders, workers): (i64, i64, Vec<(String, i64)>, Vec<(String, u32, i64)>) =
-            run(&self.pool, &call).await?;
+        let (capacity, cap, holders, workers): StatusReply = run(&self.pool, &call).await?;
         let workers = workers
             .into_iter()
             .map(|(worker_id, slots, expires_at_ms)| WorkerSlot {
@@ -243,6 +246,10 @@ impl CapacitySemaphore {
         check_id("holder id", &lease.holder_id)
     }
 }
+
+/// Reply of `sem_status.lua`: capacity, cap (-1 = none), flat holder/expiry
+/// pairs, flat worker/slots/expiry triples.
+type StatusReply = (i64, i64, Vec<(String, i64)>, Vec<(String, u32, i64)>);
 
 fn to_u32(n: i64) -> u32 {
     u32::try_from(n.max(0)).unwrap_or(u32::MAX)
