@@ -50,6 +50,19 @@ pub enum Error {
     /// JSON (de)serialisation.
     #[error("json: {0}")]
     Json(#[from] serde_json::Error),
+    /// A name that would become part of a Redis key is not allowed.
+    #[error("invalid {kind} `{name}`: {reason}")]
+    InvalidName {
+        /// What the name is ("agent type", "lock name", "key prefix", ...).
+        kind: &'static str,
+        /// The rejected name.
+        name: String,
+        /// Why it is rejected.
+        reason: String,
+    },
+    /// An argument is out of range (e.g. a zero TTL).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
 }
 
 impl Error {

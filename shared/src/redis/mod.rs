@@ -1,7 +1,21 @@
-//! Redis primitives: every state change is one Lua script, and the keys of
-//! one primitive share a hash tag so the scripts run unchanged on Redis
-//! Cluster.
+//! Redis primitives: every state change is one Lua script (one round trip),
+//! time inside scripts is the Redis server clock, and the keys of one
+//! primitive share a hash tag so the scripts run unchanged on Redis Cluster.
+//!
+//! - [`CapacitySemaphore`]: cluster-wide capacity per agent type, with leases.
+//! - [`OwnedLock`]: lock with an owner token and TTL.
+//! - [`BoundedCounter`]: at most N live members per key, with expiry.
+//! - [`keys`]: the key families.
 
 mod connect;
+mod counter;
+pub mod keys;
+mod lock;
+mod scripts;
+mod semaphore;
 
 pub use connect::{connect, redact_url, RedisPool};
+pub use counter::{AddOutcome, BoundedCounter};
+pub use keys::{validate_name, DEFAULT_PREFIX};
+pub use lock::OwnedLock;
+pub use semaphore::{CapacitySemaphore, Lease, SemaphoreStatus, WorkerSlot};

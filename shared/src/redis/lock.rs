@@ -1,0 +1,127 @@
+//! A lock with an owner token and a TTL (e.g. the debate sync lock).
+//!
+//! Only the owner can extend or release it; a crashed owner's lock expires
+//! after its TTL (server clock), letting the next owner in.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::keys;
+use super::scripts::{self, check_id, run, ttl_ms};
+use super::RedisPool;
+use crate::Error;
+
+/// Shortest and longest pause between attempts in [`OwnedLock::acquire`].
+const BACKOFF_MIN: Duration = Duration::from_millis(5);
+const BACKOFF_MAX: Duration = Duration::from_millis(100);
+
+/// One owner's handle on a named lock. Two handles with the same name and
+/// different tokens contend for the same lock.
+#[derive(Clone)]
+pub struct OwnedLock {
+    pool: RedisPool,
+    name: String,
+    key: String,
+    owner_token: String,
+}
+
+impl std::fmt::Debug for OwnedLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnedLock")
+            .field("key", &self.key)
+            .field("owner_token", &self.owner_token)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OwnedLock {
+    /// The lock `name` (key `prefix:{lock:name}`) as seen by `owner_token`.
+    /// `prefix` and `name` must match `[A-Za-z0-9_.:-]+`
+    /// ([`Error::InvalidName`]); the token must be non-empty and unique per
+    /// owner (a UUID).
+    pub fn new(
+        pool: RedisPool,
+        prefix: &str,
+        name: &str,
+        owner_token: &str,
+    ) -> Result<Self, Error> {
+        check_id("lock owner token", owner_token)?;
+        Ok(OwnedLock {
+            key: keys::lock_key(prefix, name)?,
+            pool,
+            name: name.to_string(),
+            owner_token: owner_token.to_string(),
+        })
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// This handle's owner token.
+    pub fn owner_token(&self) -> &str {
+        &self.owner_token
+    }
+
+    /// Takes the lock for `ttl` if it is free; if this owner already holds it,
+    /// refreshes the TTL. `true` if this owner holds it now.
+    pub async fn try_acquire(&self, ttl: Duration) -> Result<bool, Error> {
+        let ttl = ttl_ms("lock ttl", ttl)?;
+        let mut call = scripts::LOCK_ACQUIRE.prepare_invoke();
+        call.key(&self.key).arg(&self.owner_token).arg(ttl);
+        run::<i64>(&self.pool, &call).await.map(|n| n == 1)
+    }
+
+    /// Polls [`OwnedLock::try_acquire`] with a short growing backoff until it
+    /// succeeds (`true`) or `deadline` passes (`false`). At least one attempt
+    /// is made, even if the deadline has already passed.
+    pub async fn acquire(&self, ttl: Duration, deadline: Instant) -> Result<bool, Error> {
+        let mut pause = BACKOFF_MIN;
+        loop {
+            if self.try_acquire(ttl).await? {
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            // A little jitter keeps contenders that started together from
+            // retrying in lockstep.
+            let jitter =
+                Duration::from_millis(rand::random_range(0..=pause.as_millis() as u64 / 2));
+            tokio::time::sleep((pause + jitter).min(deadline - now)).await;
+            pause = (pause * 2).min(BACKOFF_MAX);
+        }
+    }
+
+    /// Sets the TTL to `ttl` from now, only if this owner holds the lock.
+    pub async fn extend(&self, ttl: Duration) -> Result<bool, Error> {
+        let ttl = ttl_ms("lock ttl", ttl)?;
+        let mut call = scripts::LOCK_EXTEND.prepare_invoke();
+        call.key(&self.key).arg(&self.owner_token).arg(ttl);
+        run::<i64>(&self.pool, &call).await.map(|n| n == 1)
+    }
+
+    /// Releases the lock, only if this owner holds it (`false` otherwise, and
+    /// the lock is left as it is).
+    pub async fn release(&self) -> Result<bool, Error> {
+        let mut call = scripts::LOCK_RELEASE.prepare_invoke();
+        call.key(&self.key).arg(&self.owner_token);
+        run::<i64>(&self.pool, &call).await.map(|n| n == 1)
+    }
+
+    /// The current owner's token, if the lock is held.
+    pub async fn owner(&self) -> Result<Option<String>, Error> {
+        let mut conn = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| Error::Pool(e.to_string()))?;
+        Ok(::redis::cmd("GET")
+            .arg(&self.key)
+            .query_async(&mut conn)
+            .await?)
+    }
+}
