@@ -11,6 +11,7 @@ pub(super) async fn run(
     sem: CapacitySemaphore,
     worker_id: String,
     slots: u32,
+    cap: Option<u32>,
     ttl: Duration,
     every: Duration,
     stop: CancellationToken,
@@ -22,6 +23,10 @@ pub(super) async fn run(
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
+        }
+        // The cap lives in Redis too: restore it if Redis lost its data.
+        if let Some(c) = cap {
+            let _ = sem.set_cap(Some(c)).await;
         }
         match sem.register_worker(&worker_id, slots, ttl).await {
             Ok(_) if failing => {

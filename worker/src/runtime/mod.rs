@@ -95,6 +95,7 @@ pub async fn run(deps: WorkerDeps, tracker: &TaskTracker) -> Result<(), WorkerEr
             sem.clone(),
             deps.worker_id.clone(),
             cfg.worker.slots,
+            cfg.worker.capacity_cap.get(agent).copied(),
             cfg.worker.lease_ttl,
             cfg.worker.heartbeat_interval,
             stop_heartbeat.clone(),
