@@ -751,3 +751,51 @@ fn typed_constructors_set_the_message_type() {
     assert_eq!(env.message_type, MessageType::Finding);
     assert_eq!(env.priority, Priority::Normal);
 }
+
+// ---- docs/PROTOCOL.md stays honest -----------------------------------------
+
+#[test]
+fn protocol_doc_examples_decode() {
+    let path = format!("{}/../docs/PROTOCOL.md", env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in doc.lines() {
+        match (&mut current, line.trim_end()) {
+            (None, "```json") => current = Some(String::new()),
+            (Some(b), "```") => {
+                blocks.push(std::mem::take(b));
+                current = None;
+            }
+            (Some(b), l) => {
+                b.push_str(l);
+                b.push('\n');
+            }
+            _ => {}
+        }
+    }
+    let (mut envelopes, mut tasks, mut events) = (0, 0, 0);
+    let mut seen = std::collections::BTreeSet::new();
+    for b in &blocks {
+        let v: Value = serde_json::from_str(b).unwrap_or_else(|e| panic!("{e}: {b}"));
+        if v.get("message_type").is_some() {
+            let env = Envelope::decode(b.as_bytes(), MAX).unwrap_or_else(|e| panic!("{e}: {b}"));
+            seen.insert(env.message_type);
+            envelopes += 1;
+        } else if v.get("dispatched_at").is_some() {
+            decode_json::<TaskDispatch>(b.as_bytes(), MAX).unwrap();
+            tasks += 1;
+        } else if v.get("status").is_some() && v.get("task_id").is_some() {
+            decode_json::<TaskEvent>(b.as_bytes(), MAX).unwrap();
+            events += 1;
+        }
+    }
+    // Every envelope type except the bare-body task types has an example.
+    let documented: Vec<_> = MessageType::ALL
+        .into_iter()
+        .filter(|t| !matches!(t, MessageType::TaskDispatch | MessageType::TaskEvent))
+        .collect();
+    let missing: Vec<_> = documented.iter().filter(|t| !seen.contains(t)).collect();
+    assert!(missing.is_empty(), "no example for {missing:?}");
+    assert!(envelopes >= documented.len() && tasks >= 1 && events >= 1);
+}
