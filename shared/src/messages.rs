@@ -1,1 +1,28 @@
-//! TODO(messages): being written.
+//! Typed `content` for every [`crate::envelope::MessageType`].
+//!
+//! One file per message family. Every struct ignores unknown fields (so newer
+//! senders stay readable) and defaults the fields the seeds leave out. Each
+//! implements [`MessageContent`], which ties it to its message type and adds
+//! the checks serde cannot express (e.g. a confidence within 0..=1).
+
+mod alert;
+mod challenge;
+mod content;
+mod debate;
+mod exchange;
+mod failure;
+mod finding;
+mod pause;
+mod validate;
+
+pub use alert::Alert;
+pub use challenge::{Challenge, ChallengePriority, Position};
+pub(crate) use content::typed;
+pub use content::{Content, MessageContent};
+pub use debate::{
+    DebateAck, DebateEscalation, DebateEvidence, DebateResolution, DebateVerdict, ResolutionMethod,
+};
+pub use exchange::{Confirmation, Request};
+pub use failure::{AgentFailureEvent, BatchTrigger, CorrelationDetected};
+pub use finding::{Finding, FindingWithPrecedent, HistoricalContext, SimilarPattern};
+pub use pause::{BatchPauseRequest, PauseComplete, PauseRequest, ResumeCommand, ResumePlan};
