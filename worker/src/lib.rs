@@ -1,1 +1,2 @@
 //! caucus worker.
+pub mod analysts;
