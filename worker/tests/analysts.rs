@@ -707,3 +707,87 @@ fn user_data_from_csv_and_json_files() {
         Err(analysts::DatasetError::Read { .. })
     ));
 }
+
+/// The Python example agent consumes real built-in outputs, and the built-in
+/// report consumes its answer: the exec protocol works across languages.
+#[test]
+fn python_exec_agent_speaks_the_protocol() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/examples/exec_agent.py"
+    );
+    let run_agent = |task: &TaskDispatch| {
+        let mut child = match Command::new("python3")
+            .arg(script)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+        {
+            Ok(c) => c,
+            Err(e) => panic!("python3 is needed for this test: {e}"),
+        };
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(serde_json::to_string(task).unwrap().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let body: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+        (
+            out.status.code(),
+            body,
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+
+    let p = pipeline("META");
+    let inputs: BTreeMap<String, Value> = ["financial", "strategy"]
+        .iter()
+        .map(|s| (s.to_string(), p[*s].output.clone()))
+        .collect();
+    let (code, out, _) = run_agent(&task("META", "valuation", inputs.clone(), Value::Null));
+    assert_eq!(code, Some(0), "{out}");
+    // Same perpetuity by hand from the built-in figures.
+    let latest = &p["financial"].output["latest"];
+    let margin = f64_at(&p["financial"].output, "/operating_margin_assumption/value");
+    let growth = f64_at(&p["business"].output, "/revenue_cagr").clamp(-0.05, 0.10);
+    let ev = f64_at(latest, "/revenue") * (1.0 + growth) * margin * 0.79 / (0.085 - 0.025);
+    let expected = (ev - f64_at(latest, "/net_debt")) / f64_at(latest, "/shares_outstanding");
+    assert!(
+        (f64_at(&out, "/target_price") - expected).abs() <= 0.005 + 1e-9,
+        "{out}"
+    );
+
+    // The built-in report accepts the external valuation as its input.
+    let report_inputs = BTreeMap::from([("valuation".to_string(), out.clone())]);
+    let report = analysts::run(
+        "report",
+        &task("META", "report", report_inputs, Value::Null),
+        data(),
+    )
+    .unwrap();
+    let md = report.output["markdown"].as_str().unwrap();
+    assert!(md.contains(&analysts::format::price(f64_at(&out, "/target_price"))));
+    assert!(md.contains("## Financial") && md.contains("## Strategy"));
+
+    // Failures: a JSON error on stdout, a non-zero exit, and the text on stderr.
+    let (code, err, stderr) = run_agent(&task("META", "valuation", BTreeMap::new(), Value::Null));
+    assert_eq!(code, Some(1));
+    assert_eq!(err["error"]["class"], json!("permanent"));
+    assert_eq!(err["error"]["error_type"], json!("missing_input"));
+    assert!(stderr.contains("missing_input"));
+    let params = json!({"simulate_error": {"class": "transient", "error_type": "quota_exceeded", "data_source": "koyfin"}});
+    let (code, err, _) = run_agent(&task("META", "valuation", inputs, params));
+    assert_eq!(code, Some(75));
+    assert_eq!(err["error"]["data_source"], json!("koyfin"));
+}
