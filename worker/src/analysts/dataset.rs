@@ -165,9 +165,9 @@ pub struct Company {
 }
 
 impl Company {
-    /// The most recent fiscal year.
-    pub fn latest(&self) -> &FiscalYear {
-        // validate() guarantees at least MIN_YEARS entries.
+    /// The most recent fiscal year. Only for companies taken from a
+    /// [`Dataset`], whose validation guarantees at least [`MIN_YEARS`] years.
+    pub(crate) fn latest(&self) -> &FiscalYear {
         &self.years[self.years.len() - 1]
     }
 

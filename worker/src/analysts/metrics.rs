@@ -31,8 +31,7 @@ pub fn cagr(first: f64, last: f64, periods: f64) -> Option<f64> {
 
 /// Revenue CAGR from the first to the last fiscal year of a company.
 pub fn revenue_cagr(c: &Company) -> Option<f64> {
-    let first = &c.years[0];
-    let last = c.latest();
+    let (first, last) = (c.years.first()?, c.years.last()?);
     cagr(
         first.revenue,
         last.revenue,

@@ -84,7 +84,7 @@ pub(crate) fn analyse(ctx: &Ctx<'_>) -> Result<Analysis, AnalystError> {
                 "report needs the valuation stage's output (target_price) among its inputs",
             )
         })?;
-    let valuation = &ctx.upstream["valuation"];
+    let valuation = ctx.upstream.get("valuation").unwrap_or(&Value::Null);
     let rating = valuation
         .get("rating")
         .and_then(Value::as_str)
@@ -140,7 +140,9 @@ pub(crate) fn analyse(ctx: &Ctx<'_>) -> Result<Analysis, AnalystError> {
 
     let mut findings = Vec::new();
     for stage in &order {
-        let output = &ctx.upstream[*stage];
+        let Some(output) = ctx.upstream.get(*stage) else {
+            continue;
+        };
         let _ = writeln!(md, "## {}\n", title_case(stage));
         let figs = figures(output);
         if figs.is_empty() {
