@@ -1,2 +1,10 @@
-//! caucus worker.
+//! caucus worker: runs the tasks of one or more agent types under
+//! cluster-wide capacity leases.
+//!
+//! - [`handler`]: what runs a task (built-in analysts, `exec:`, `http:`, no-op).
+//! - [`analysts`]: the built-in deterministic analysts and their data set.
+//! - [`runtime`]: registration, leases, pulling, reporting.
+
+pub mod analysts;
 pub mod handler;
+pub mod runtime;
