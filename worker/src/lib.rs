@@ -6,5 +6,6 @@
 //! - [`runtime`]: registration, leases, pulling, reporting.
 
 pub mod analysts;
+pub mod builtin;
 pub mod handler;
 pub mod runtime;
