@@ -1,1 +1,4 @@
 //! caucus coordinator.
+
+pub mod pipeline;
+pub mod planner;
