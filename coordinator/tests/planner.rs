@@ -194,6 +194,27 @@ fn planning_errors_are_specific() {
     let known = [("analyst".to_string(), 2)].into();
     let p = plan(&items(&["A"]), &unknown, &known).unwrap();
     assert_eq!(p.capacities["analyst"], 2);
+    let mut huge = spec.clone();
+    huge.stages[0].fan_out = Some(u32::MAX);
+    let e = plan(&items(&["A", "B"]), &huge, &no_overrides()).unwrap_err();
+    assert!(
+        matches!(e, PipelineError::TooLarge { what: "tasks", count, .. } if count == 2 * (u64::from(u32::MAX) + 5)),
+        "{e}"
+    );
+    let mut dense = spec.clone();
+    dense.stages[0].fan_out = Some(5_000);
+    dense.stages[1].fan_out = Some(5_000);
+    let e = plan(&items(&["A", "B"]), &dense, &no_overrides()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            PipelineError::TooLarge {
+                what: "task dependencies",
+                ..
+            }
+        ),
+        "{e}"
+    );
     let mut bad_dep = spec;
     bad_dep.stages[5].depends_on = vec!["valuation".into(), "review".into()];
     let e = plan(&items(&["A"]), &bad_dep, &no_overrides()).unwrap_err();

@@ -130,10 +130,12 @@ pub enum PipelineError {
         item: String,
     },
     /// The instantiated DAG would be too large to plan.
-    #[error("plan would have {tasks} tasks, more than the limit of {limit}")]
+    #[error("plan would have {count} {what}, more than the limit of {limit}")]
     TooLarge {
-        /// Number of tasks the request would create.
-        tasks: u64,
+        /// `"tasks"` or `"task dependencies"`.
+        what: &'static str,
+        /// How many the request would create.
+        count: u64,
         /// The limit.
         limit: u64,
     },

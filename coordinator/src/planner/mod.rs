@@ -25,6 +25,9 @@ pub const PLAN_SCHEMA_VERSION: u32 = 1;
 /// Largest number of tasks (items × tasks per item) one plan may have.
 pub const MAX_PLAN_TASKS: u64 = 5_000_000;
 
+/// Largest number of task-to-task dependencies one plan may have.
+pub const MAX_PLAN_DEPENDENCIES: u64 = 50_000_000;
+
 /// Tuning of the scheduler.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanOptions {
@@ -169,14 +172,8 @@ pub fn plan_with_options(
     let graph = validate_graph(spec, Some(&known))?;
     check_items(items)?;
     let timing = analyse(spec, &graph);
+    check_size(spec, &graph, items.len())?;
     let template = build_template(spec, &graph, &timing);
-    let total = items.len() as u64 * template.tasks.len() as u64;
-    if total > MAX_PLAN_TASKS {
-        return Err(PipelineError::TooLarge {
-            tasks: total,
-            limit: MAX_PLAN_TASKS,
-        });
-    }
     let capacity: Vec<u32> = template
         .agents
         .iter()
@@ -217,6 +214,35 @@ fn check_items(items: &[String]) -> Result<(), PipelineError> {
         if !seen.insert(item.as_str()) {
             return Err(PipelineError::DuplicateItem { item: item.clone() });
         }
+    }
+    Ok(())
+}
+
+/// Rejects plans whose task or dependency count would exhaust memory,
+/// before anything of that size is allocated.
+fn check_size(spec: &PipelineSpec, graph: &StageGraph, items: usize) -> Result<(), PipelineError> {
+    let items = items as u64;
+    let per_item: u64 = spec.stages.iter().map(|s| u64::from(s.copies())).sum();
+    let tasks = items.saturating_mul(per_item);
+    if tasks > MAX_PLAN_TASKS {
+        return Err(PipelineError::TooLarge {
+            what: "tasks",
+            count: tasks,
+            limit: MAX_PLAN_TASKS,
+        });
+    }
+    // Fan-out to fan-out dependencies multiply: every copy waits for every copy.
+    let per_item_edges: u64 = (0..spec.stages.len())
+        .flat_map(|s| graph.dependents(s).into_iter().map(move |d| (s, d)))
+        .map(|(s, d)| u64::from(spec.stages[s].copies()) * u64::from(spec.stages[d].copies()))
+        .sum();
+    let edges = items.saturating_mul(per_item_edges);
+    if edges > MAX_PLAN_DEPENDENCIES {
+        return Err(PipelineError::TooLarge {
+            what: "task dependencies",
+            count: edges,
+            limit: MAX_PLAN_DEPENDENCIES,
+        });
     }
     Ok(())
 }
