@@ -1,3 +1,15 @@
-//! caucus coordinator.
+//! caucus coordinator: pipelines → DAGs, planning, dispatch, workflow state.
+//!
+//! - [`pipeline`]: declarative specs, validation, built-ins.
+//! - [`planner`]: critical path and capacity-aware schedule (dry run).
+//! - [`workflow`]: the stored record of one item through one pipeline.
+//! - [`engine`]: scheduling many workflows within capacity.
+//! - [`runtime`]: the process: KV state, events, dispatch, control API.
+//! - [`cli`]: the `caucus` command-line client.
+
+pub mod cli;
 pub mod engine;
+pub mod pipeline;
+pub mod planner;
+pub mod runtime;
 pub mod workflow;
