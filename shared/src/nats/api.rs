@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use crate::nats::trace;
+use crate::nats::{round_trip, trace};
 use crate::subjects::{decode_token, encode_token, Subjects};
 use crate::Error;
 
@@ -39,6 +39,9 @@ pub const CODE_NO_RESPONDERS: &str = "no_responders";
 pub const CODE_TIMEOUT: &str = "timeout";
 /// The reply was not JSON.
 pub const CODE_BAD_REPLY: &str = "bad_reply";
+
+/// Longest wait for the server to confirm a (un)subscription.
+const ROUND_TRIP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// An error reply: `{"error": {"code", "message"}}` on the wire.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -196,10 +199,8 @@ impl ApiServer {
             .queue_subscribe(wildcard.clone(), group)
             .await
             .map_err(|e| Error::Nats(format!("subscribe {wildcard}: {e}")))?;
-        self.client
-            .flush()
-            .await
-            .map_err(|e| Error::Nats(format!("flush after subscribing {wildcard}: {e}")))?;
+        // Ready means reachable: the server must know the subscription.
+        round_trip(&self.client, ROUND_TRIP_TIMEOUT).await;
         tracing::debug!(subject = %wildcard, operations = ?self.operations(), "API serving");
         let routes = Arc::new(self.routes);
         let client = self.client;
@@ -216,7 +217,9 @@ impl ApiServer {
                 let service = service.clone();
                 inner.spawn(async move { answer(&client, &service, &routes, msg).await });
             }
+            // Confirmed, so other clients see "no responders" once the drain is over.
             let _ = sub.unsubscribe().await;
+            round_trip(&client, ROUND_TRIP_TIMEOUT).await;
         });
         Ok(())
     }

@@ -54,6 +54,23 @@ pub async fn connect(cfg: &NatsConfig, name: &str) -> Result<async_nats::Client,
     })
 }
 
+/// Waits until the server has processed everything this client sent so
+/// far (subscriptions included).
+///
+/// `Client::flush` only writes the socket; this sends a request on a subject
+/// nobody serves, and the server's "no responders" answer arrives after it
+/// processed every earlier operation of the connection. Never fails: if no
+/// answer comes within `timeout` (someone listens on `>`), it just returns.
+pub async fn round_trip(client: &async_nats::Client, timeout: Duration) {
+    let subject = format!("_CAUCUS.rtt.{}", uuid::Uuid::new_v4().simple());
+    let request = async_nats::client::Request::new().timeout(Some(timeout));
+    if let Err(e) = client.send_request(subject, request).await {
+        if e.kind() != async_nats::client::RequestErrorKind::NoResponders {
+            tracing::debug!(error = %e, "NATS round trip not confirmed");
+        }
+    }
+}
+
 fn is_permanent(kind: ConnectErrorKind) -> bool {
     matches!(
         kind,

@@ -8,6 +8,6 @@ pub mod topology;
 pub mod trace;
 
 pub use api::{api_request, ApiError, ApiServer};
-pub use connect::{connect, redacted_urls};
+pub use connect::{connect, redacted_urls, round_trip};
 pub use dlq::{decode_or_dead_letter, Dlq, DlqReason};
 pub use topology::{ensure_kv, ensure_streams, ensure_task_consumer};
