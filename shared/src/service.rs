@@ -186,7 +186,7 @@ impl Service {
             r = &mut body => outcome = Some(body_outcome(r)),
         }
         // A second signal ends the process at once, whatever is in flight.
-        tokio::spawn(async move {
+        let forced = tokio::spawn(async move {
             let name = signals.next().await;
             eprintln!("{name} received again: exiting now");
             std::process::exit(FORCED_EXIT_CODE);
@@ -223,6 +223,7 @@ impl Service {
         if let Err(e) = ctx.nats.flush().await {
             tracing::debug!(error = %e, "final NATS flush failed");
         }
+        forced.abort();
         Ok(exit)
     }
 }
