@@ -194,3 +194,65 @@ binary_tests! {
     facilitator => "caucus-facilitator",
     correlator => "caucus-correlator",
 }
+
+/// Across processes: a request carrying a `traceparent` makes the worker
+/// export (over OTLP gRPC) an `api` span that is a child of the caller's span.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_span_is_exported_as_a_child_of_the_callers_span() -> anyhow::Result<()> {
+    use caucus_shared::nats::trace;
+    use opentelemetry::trace::{
+        SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
+    };
+
+    let mut collector = fake_opentelemetry_collector::FakeCollectorServer::start()
+        .await
+        .map_err(|e| anyhow::anyhow!("collector: {e}"))?;
+    let stack = Stack::start();
+    let mut svc = stack
+        .service("caucus-worker")
+        .args(["--agent", "valuation"])
+        .env("CAUCUS_TELEMETRY_OTLP_ENDPOINT", collector.endpoint())
+        .start();
+
+    let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let parent_id = "00f067aa0ba902b7";
+    let caller = SpanContext::new(
+        TraceId::from_hex(trace_id)?,
+        SpanId::from_hex(parent_id)?,
+        TraceFlags::SAMPLED,
+        true,
+        TraceState::default(),
+    );
+    let mut headers = async_nats::HeaderMap::new();
+    trace::inject_context(
+        &opentelemetry::Context::new().with_remote_span_context(caller),
+        &mut headers,
+    );
+    let mut cfg = Config::default();
+    cfg.nats.url = stack.nats.url();
+    let client = nats::connect(&cfg.nats, "trace-export-test").await?;
+    let reply = client
+        .request_with_headers(
+            Subjects::default().api("worker", "health"),
+            headers,
+            "{}".into(),
+        )
+        .await?;
+    let reply: serde_json::Value = serde_json::from_slice(&reply.payload)?;
+    assert_eq!(reply["status"], "ok", "{reply}");
+
+    // The batch exporter flushes on shutdown.
+    svc.sigterm();
+    assert_eq!(svc.wait_exit(EXIT).code(), Some(0), "{}", svc.output());
+    let spans = collector.exported_spans(1, Duration::from_secs(10)).await;
+    let api = spans
+        .iter()
+        .find(|s| s.name == "api")
+        .unwrap_or_else(|| panic!("no `api` span among {spans:?}"));
+    assert_eq!(api.trace_id, trace_id);
+    assert_eq!(api.parent_span_id, parent_id);
+    // The fake collector renders attribute values with their protobuf wrapper.
+    let operation = api.attributes.get("operation").cloned().unwrap_or_default();
+    assert!(operation.contains("\"health\""), "{operation}");
+    Ok(())
+}
