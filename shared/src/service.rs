@@ -1,1 +1,285 @@
-//! TODO(service): being written.
+//! The scaffolding every caucus binary shares: connect (with retry), set up
+//! the topology, serve the control API, announce readiness, run the body,
+//! and drain on SIGTERM/SIGINT.
+//!
+//! ```text
+//! let mut svc = Service::start("coordinator", config).await?;  // NATS, Redis, streams
+//! svc.route("status", |req| async move { ... });               // extra API routes
+//! let exit = svc.run(body).await?;                              // "service ready", body, drain
+//! ```
+//!
+//! Shutdown: the first signal cancels [`ServiceContext::shutdown`]; the body
+//! and every task in [`ServiceContext::tasks`] get `config.shutdown_grace`
+//! to finish. A second signal exits the process at once with code 130.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_nats::jetstream;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::clock::{SharedClock, SystemClock};
+use crate::nats::{self, ApiError, ApiServer, Dlq};
+use crate::redis::{self as credis, redact_url, RedisPool};
+use crate::subjects::Subjects;
+use crate::{Config, Error};
+
+/// Exit code after a second signal.
+pub const FORCED_EXIT_CODE: i32 = 130;
+
+/// Everything a service body needs; cheap to clone.
+#[derive(Clone)]
+pub struct ServiceContext {
+    /// Service name as used in API subjects (`worker`, `coordinator`, …).
+    pub service: String,
+    /// Unique id of this process (`<service>-<12 hex>`).
+    pub instance_id: String,
+    /// The effective configuration.
+    pub config: Arc<Config>,
+    /// Subject builders under `config.subject_prefix`.
+    pub subjects: Subjects,
+    /// The NATS connection (reconnects by itself).
+    pub nats: async_nats::Client,
+    /// JetStream on that connection.
+    pub js: jetstream::Context,
+    /// The Redis pool.
+    pub redis: RedisPool,
+    /// Dead-letter publisher shared by every consuming loop.
+    pub dlq: Dlq,
+    /// Cancelled on the first SIGTERM/SIGINT: stop taking new work.
+    pub shutdown: CancellationToken,
+    /// Spawn in-flight work here (`ctx.tasks.spawn(..)`) so shutdown waits
+    /// for it.
+    pub tasks: TaskTracker,
+    /// Wall-clock time.
+    pub clock: SharedClock,
+}
+
+impl std::fmt::Debug for ServiceContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceContext")
+            .field("service", &self.service)
+            .field("instance_id", &self.instance_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a service ended (a second signal never returns: it exits with 130).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    /// Asked to stop, and everything in flight finished within the grace.
+    Drained,
+    /// Asked to stop, but work was still running when the grace ran out
+    /// (it is redelivered to another instance).
+    GraceExpired {
+        /// Tracked tasks still running.
+        in_flight: usize,
+    },
+    /// The body returned an error or panicked.
+    Failed(String),
+}
+
+impl Exit {
+    /// Process exit code: 0 for a clean drain, 1 otherwise.
+    pub fn code(&self) -> i32 {
+        match self {
+            Exit::Drained => 0,
+            Exit::GraceExpired { .. } | Exit::Failed(_) => 1,
+        }
+    }
+}
+
+/// A connected service that is not yet serving or ready.
+pub struct Service {
+    ctx: ServiceContext,
+    api: ApiServer,
+    started: Instant,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("ctx", &self.ctx)
+            .field("api", &self.api)
+            .finish()
+    }
+}
+
+impl Service {
+    /// Connects to NATS, then Redis (each retried per config; failure is
+    /// [`Error::Unreachable`] naming the server and URL), and creates or
+    /// updates every stream. Telemetry must already be initialised.
+    pub async fn start(service: &str, config: Config) -> Result<Service, Error> {
+        let started = Instant::now();
+        let instance_id = format!(
+            "{service}-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..12]
+        );
+        let subjects = Subjects::new(config.subject_prefix.clone());
+        tracing::info!(service, instance_id, nats = %nats::redacted_urls(&config.nats.url), "connecting to NATS");
+        let client = nats::connect(&config.nats, &format!("caucus-{instance_id}")).await?;
+        tracing::info!(service, redis = %redact_url(&config.redis.url), "connecting to Redis");
+        let redis = credis::connect(&config.redis).await?;
+        let js = jetstream::new(client.clone());
+        nats::ensure_streams(&js, &subjects, &config).await?;
+        let api = ApiServer::new(client.clone(), subjects.clone(), service)
+            .with_instance_id(instance_id.clone());
+        let ctx = ServiceContext {
+            service: service.to_string(),
+            instance_id,
+            dlq: Dlq::new(js.clone(), subjects.clone()),
+            config: Arc::new(config),
+            subjects,
+            nats: client,
+            js,
+            redis,
+            shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+            clock: Arc::new(SystemClock),
+        };
+        Ok(Service { ctx, api, started })
+    }
+
+    /// The context the body will get (for set-up before [`Service::run`]).
+    pub fn context(&self) -> &ServiceContext {
+        &self.ctx
+    }
+
+    /// Adds an API operation on `caucus.api.<service>.<operation>`.
+    pub fn route<F, Fut>(&mut self, operation: &str, handler: F) -> &mut Self
+    where
+        F: Fn(serde_json::Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<serde_json::Value, ApiError>> + Send + 'static,
+    {
+        self.api.route(operation, handler);
+        self
+    }
+
+    /// Serves the API, logs `service ready`, runs `body` and handles
+    /// signals until the body and all tracked tasks are done.
+    pub async fn run<F, Fut, E>(self, body: F) -> Result<Exit, Error>
+    where
+        F: FnOnce(ServiceContext) -> Fut,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
+        let Service { ctx, api, started } = self;
+        let mut signals = Signals::install()?;
+        api.start(ctx.shutdown.clone(), &ctx.tasks).await?;
+        tracing::info!(
+            service = %ctx.service,
+            instance_id = %ctx.instance_id,
+            nats = %nats::redacted_urls(&ctx.config.nats.url),
+            redis = %redact_url(&ctx.config.redis.url),
+            startup_ms = started.elapsed().as_millis() as u64,
+            "service ready"
+        );
+        let mut body = tokio::spawn(body(ctx.clone()));
+        let mut outcome: Option<Exit> = None;
+        tokio::select! {
+            name = signals.next() => {
+                tracing::info!(signal = name, grace = ?ctx.config.shutdown_grace, "shutting down; send the signal again to exit at once");
+            }
+            r = &mut body => outcome = Some(body_outcome(r)),
+        }
+        // A second signal ends the process at once, whatever is in flight.
+        let forced = tokio::spawn(async move {
+            let name = signals.next().await;
+            eprintln!("{name} received again: exiting now");
+            std::process::exit(FORCED_EXIT_CODE);
+        });
+        ctx.shutdown.cancel();
+        ctx.tasks.close();
+        let drain = async {
+            let body_done = match outcome.take() {
+                Some(o) => o,
+                None => body_outcome((&mut body).await),
+            };
+            ctx.tasks.wait().await;
+            body_done
+        };
+        let exit = match tokio::time::timeout(ctx.config.shutdown_grace, drain).await {
+            Ok(o) => o,
+            Err(_) => {
+                body.abort();
+                Exit::GraceExpired {
+                    in_flight: ctx.tasks.len(),
+                }
+            }
+        };
+        match &exit {
+            Exit::Drained => tracing::info!(service = %ctx.service, "drained; bye"),
+            Exit::GraceExpired { in_flight } => tracing::warn!(
+                service = %ctx.service, in_flight, grace = ?ctx.config.shutdown_grace,
+                "shutdown grace expired with work in flight"
+            ),
+            Exit::Failed(e) => {
+                tracing::error!(service = %ctx.service, error = %e, "service failed")
+            }
+        }
+        if let Err(e) = ctx.nats.flush().await {
+            tracing::debug!(error = %e, "final NATS flush failed");
+        }
+        forced.abort();
+        Ok(exit)
+    }
+}
+
+fn body_outcome<E: std::fmt::Display>(r: Result<Result<(), E>, tokio::task::JoinError>) -> Exit {
+    match r {
+        Ok(Ok(())) => Exit::Drained,
+        Ok(Err(e)) => Exit::Failed(e.to_string()),
+        Err(e) if e.is_panic() => Exit::Failed("the service body panicked".into()),
+        Err(e) => Exit::Failed(format!("the service body was cancelled: {e}")),
+    }
+}
+
+/// [`Service::start`] then [`Service::run`] with no extra routes.
+pub async fn run_service<F, Fut, E>(service: &str, config: Config, body: F) -> Result<Exit, Error>
+where
+    F: FnOnce(ServiceContext) -> Fut,
+    Fut: Future<Output = Result<(), E>> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    Service::start(service, config).await?.run(body).await
+}
+
+/// Turns the outcome into the process exit code, printing an error as one
+/// line `<bin>: <error>` on stderr.
+pub fn exit_code(bin: &str, result: Result<Exit, Error>) -> std::process::ExitCode {
+    let code = match result {
+        Ok(exit) => exit.code(),
+        Err(e) => {
+            eprintln!("{bin}: {e}");
+            1
+        }
+    };
+    std::process::ExitCode::from(code as u8)
+}
+
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Signals, Error> {
+        let install = |k: SignalKind| {
+            signal(k).map_err(|e| Error::Config(format!("cannot install signal handlers: {e}")))
+        };
+        Ok(Signals {
+            term: install(SignalKind::terminate())?,
+            int: install(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
+}

@@ -1,1 +1,146 @@
-//! TODO(telemetry): being written.
+//! Logs and traces for a caucus process.
+//!
+//! `tracing` events go to stderr (human-readable or JSON lines; `RUST_LOG`
+//! overrides `telemetry.log_level`). Spans always get OpenTelemetry ids, so
+//! trace context flows through a process even when it exports nothing;
+//! they are exported over OTLP gRPC only when `otlp_endpoint` is set.
+
+use std::io::IsTerminal;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use opentelemetry_sdk::Resource;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+use crate::config::{LogFormat, TelemetryConfig};
+use crate::Error;
+
+/// Flushes and shuts the trace pipeline down when dropped; keep it alive
+/// for the whole of `main`.
+#[must_use = "dropping the guard shuts tracing down"]
+pub struct TelemetryGuard {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl std::fmt::Debug for TelemetryGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelemetryGuard").finish_non_exhaustive()
+    }
+}
+
+impl TelemetryGuard {
+    /// Exports every finished span now.
+    pub fn flush(&self) {
+        if let Some(p) = &self.provider {
+            if let Err(e) = p.force_flush() {
+                eprintln!("trace flush failed: {e}");
+            }
+        }
+    }
+}
+
+impl Drop for TelemetryGuard {
+    fn drop(&mut self) {
+        let Some(p) = self.provider.take() else {
+            return;
+        };
+        let shutdown = move || {
+            if let Err(e) = p.shutdown() {
+                eprintln!("trace shutdown failed: {e}");
+            }
+        };
+        // The gRPC exporter runs on the Tokio runtime: shutting down blocks,
+        // so step off the worker thread if we are on one.
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(shutdown)
+            }
+            _ => shutdown(),
+        }
+    }
+}
+
+/// The tracer provider `init` uses: OTLP gRPC export when `otlp_endpoint`
+/// is set (call from inside a Tokio runtime), none otherwise.
+pub fn tracer_provider(
+    cfg: &TelemetryConfig,
+    service_name: &str,
+) -> Result<SdkTracerProvider, Error> {
+    let mut b = SdkTracerProvider::builder()
+        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
+            cfg.sample_ratio.clamp(0.0, 1.0),
+        ))))
+        .with_resource(
+            Resource::builder()
+                .with_service_name(service_name.to_string())
+                .build(),
+        );
+    if let Some(endpoint) = cfg.otlp_endpoint.as_deref().filter(|e| !e.is_empty()) {
+        use opentelemetry_otlp::WithExportConfig;
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_tonic()
+            .with_endpoint(endpoint)
+            .build()
+            .map_err(|e| Error::Config(format!("telemetry.otlp_endpoint `{endpoint}`: {e}")))?;
+        b = b.with_batch_exporter(exporter);
+    }
+    Ok(b.build())
+}
+
+/// Installs logging and tracing for this process (once).
+pub fn init(cfg: &TelemetryConfig, service_name: &str) -> Result<TelemetryGuard, Error> {
+    init_with_provider(cfg, service_name, tracer_provider(cfg, service_name)?)
+}
+
+/// Like [`init`] with a provider of the caller's (tests pass one with an
+/// in-memory exporter).
+pub fn init_with_provider(
+    cfg: &TelemetryConfig,
+    service_name: &str,
+    provider: SdkTracerProvider,
+) -> Result<TelemetryGuard, Error> {
+    let filter = env_filter(cfg)?;
+    let fmt = match cfg.log_format {
+        LogFormat::Pretty => tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr)
+            .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_writer(std::io::stderr)
+            .boxed(),
+    };
+    let otel =
+        tracing_opentelemetry::layer().with_tracer(provider.tracer(service_name.to_string()));
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt)
+        .with(otel)
+        .try_init()
+        .map_err(|e| Error::Config(format!("telemetry already initialised: {e}")))?;
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    opentelemetry::global::set_tracer_provider(provider.clone());
+    Ok(TelemetryGuard {
+        provider: Some(provider),
+    })
+}
+
+fn env_filter(cfg: &TelemetryConfig) -> Result<EnvFilter, Error> {
+    let (origin, text) = match std::env::var("RUST_LOG") {
+        Ok(v) if !v.trim().is_empty() => ("RUST_LOG".to_string(), v),
+        _ => ("telemetry.log_level".to_string(), cfg.log_level.clone()),
+    };
+    // The OpenTelemetry SDK logs its own set-up at info; keep that out of
+    // service logs unless asked for by name.
+    let directives = if text.contains("opentelemetry") {
+        text.clone()
+    } else {
+        format!("{text},opentelemetry=warn,opentelemetry_sdk=warn")
+    };
+    EnvFilter::try_new(&directives).map_err(|e| Error::Config(format!("{origin} `{text}`: {e}")))
+}

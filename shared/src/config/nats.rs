@@ -42,6 +42,14 @@ pub struct NatsConfig {
     /// Timeout of request/reply calls made by clients such as the CLI.
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
+    /// How long the streams keep messages (TASKS keeps unclaimed work this long).
+    #[serde(with = "humantime_serde")]
+    pub stream_max_age: Duration,
+    /// Size cap of each stream in bytes (oldest messages go first); -1 = none.
+    pub stream_max_bytes: i64,
+    /// How long dead letters are kept.
+    #[serde(with = "humantime_serde")]
+    pub dlq_max_age: Duration,
 }
 
 impl Default for NatsConfig {
@@ -62,6 +70,9 @@ impl Default for NatsConfig {
             connect_backoff_max: Duration::from_secs(2),
             replicas: 1,
             request_timeout: Duration::from_secs(10),
+            stream_max_age: Duration::from_secs(14 * 24 * 3600),
+            stream_max_bytes: 1024 * 1024 * 1024,
+            dlq_max_age: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }

@@ -1,1 +1,13 @@
-//! NATS plumbing.
+//! NATS plumbing: connecting, stream/consumer/KV topology, the dead-letter
+//! queue, the request/reply control API and trace headers.
+
+pub mod api;
+mod connect;
+pub mod dlq;
+pub mod topology;
+pub mod trace;
+
+pub use api::{api_request, ApiError, ApiServer};
+pub use connect::{connect, redacted_urls, round_trip};
+pub use dlq::{decode_or_dead_letter, Dlq, DlqReason};
+pub use topology::{ensure_kv, ensure_streams, ensure_task_consumer};

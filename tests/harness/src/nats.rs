@@ -95,15 +95,19 @@ fn log_path(dir: &Path, starts: u32) -> PathBuf {
 
 fn spawn(port: u16, dir: &Path, starts: u32) -> Proc {
     let bin = find_binary("CAUCUS_NATS_SERVER", "nats-server", INSTALL);
+    // nats-server has no command-line flag for max_payload; it goes in a file.
+    let conf = dir.join("nats.conf");
+    std::fs::write(&conf, "max_payload: 8MB\n")
+        .unwrap_or_else(|e| panic!("write {}: {e}", conf.display()));
     let mut cmd = Command::new(bin);
-    cmd.arg("-js")
+    cmd.arg("-c")
+        .arg(&conf)
+        .arg("-js")
         .arg("-a")
         .arg("127.0.0.1")
         .arg("-p")
         .arg(port.to_string())
         .arg("-sd")
-        .arg(dir.join("js"))
-        .arg("--max_payload")
-        .arg("8MB");
+        .arg(dir.join("js"));
     Proc::spawn(cmd, &log_path(dir, starts))
 }

@@ -1,0 +1,354 @@
+//! The control API: JSON request/reply on `caucus.api.<service>.<operation>`.
+//!
+//! Every instance of a service joins one queue group, so requests are shared
+//! among them. Errors always come back as
+//! `{"error": {"code": "...", "message": "..."}}`, never as a time-out, and
+//! every service answers `health`.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::client::{Request, RequestErrorKind};
+use async_nats::Client;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use crate::nats::{round_trip, trace};
+use crate::subjects::{decode_token, encode_token, Subjects};
+use crate::Error;
+
+/// The request body was not JSON or not what the operation expects.
+pub const CODE_BAD_REQUEST: &str = "bad_request";
+/// The service has no such operation.
+pub const CODE_UNKNOWN_OPERATION: &str = "unknown_operation";
+/// Something the handler did not expect went wrong.
+pub const CODE_INTERNAL: &str = "internal";
+/// A named thing does not exist.
+pub const CODE_NOT_FOUND: &str = "not_found";
+/// No instance of the service is running.
+pub const CODE_NO_RESPONDERS: &str = "no_responders";
+/// The service did not answer in time.
+pub const CODE_TIMEOUT: &str = "timeout";
+/// The reply was not JSON.
+pub const CODE_BAD_REPLY: &str = "bad_reply";
+
+/// Longest wait for the server to confirm a (un)subscription.
+const ROUND_TRIP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// An error reply: `{"error": {"code", "message"}}` on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ApiError {
+    /// Machine-readable code such as `bad_request`.
+    pub code: String,
+    /// What went wrong, specifically.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error with any code.
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiError {
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+
+    /// [`CODE_BAD_REQUEST`].
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(CODE_BAD_REQUEST, message)
+    }
+
+    /// [`CODE_NOT_FOUND`].
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(CODE_NOT_FOUND, message)
+    }
+
+    /// [`CODE_INTERNAL`].
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(CODE_INTERNAL, message)
+    }
+
+    /// The wire form.
+    pub fn to_reply(&self) -> Value {
+        json!({ "error": { "code": self.code, "message": self.message } })
+    }
+
+    /// Reads an error reply; `None` when `reply` is not one.
+    pub fn from_reply(reply: &Value) -> Option<ApiError> {
+        let e = reply.as_object()?.get("error")?;
+        Some(ApiError {
+            code: e.get("code")?.as_str()?.to_string(),
+            message: e
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        })
+    }
+}
+
+impl From<serde_json::Error> for ApiError {
+    fn from(e: serde_json::Error) -> Self {
+        ApiError::bad_request(e.to_string())
+    }
+}
+
+/// A route handler: JSON in, JSON (or an [`ApiError`]) out.
+pub type Handler = Arc<dyn Fn(Value) -> BoxFuture<'static, Result<Value, ApiError>> + Send + Sync>;
+
+/// Routes of one service, served once [`ApiServer::start`] is called.
+pub struct ApiServer {
+    client: Client,
+    subjects: Subjects,
+    service: String,
+    instance_id: String,
+    started: Instant,
+    routes: HashMap<String, Handler>,
+}
+
+impl std::fmt::Debug for ApiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut ops: Vec<&String> = self.routes.keys().collect();
+        ops.sort();
+        f.debug_struct("ApiServer")
+            .field("service", &self.service)
+            .field("instance_id", &self.instance_id)
+            .field("operations", &ops)
+            .finish()
+    }
+}
+
+impl ApiServer {
+    /// A server for `service` with only `health`; the instance id is a
+    /// random UUID until [`ApiServer::with_instance_id`] sets it.
+    pub fn new(client: Client, subjects: Subjects, service: &str) -> Self {
+        ApiServer {
+            client,
+            subjects,
+            service: service.to_string(),
+            instance_id: uuid::Uuid::new_v4().to_string(),
+            started: Instant::now(),
+            routes: HashMap::new(),
+        }
+    }
+
+    /// Sets the instance id `health` reports.
+    pub fn with_instance_id(mut self, id: impl Into<String>) -> Self {
+        self.instance_id = id.into();
+        self
+    }
+
+    /// Adds (or replaces) an operation. `health` is built in and cannot be
+    /// replaced.
+    pub fn route<F, Fut>(&mut self, operation: &str, handler: F) -> &mut Self
+    where
+        F: Fn(Value) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<Value, ApiError>> + Send + 'static,
+    {
+        let h: Handler = Arc::new(move |v| handler(v).boxed());
+        self.routes.insert(encode_token(operation), h);
+        self
+    }
+
+    /// Operations served, sorted (including `health`).
+    pub fn operations(&self) -> Vec<String> {
+        let mut ops: Vec<String> = self
+            .routes
+            .keys()
+            .filter_map(|k| decode_token(k).ok())
+            .chain(std::iter::once("health".to_string()))
+            .collect();
+        ops.sort();
+        ops.dedup();
+        ops
+    }
+
+    /// Subscribes (and flushes, so the server knows before this returns)
+    /// and serves requests until `shutdown` is cancelled. The serving loop
+    /// and every request in flight are tracked by `tracker`.
+    pub async fn start(
+        mut self,
+        shutdown: CancellationToken,
+        tracker: &TaskTracker,
+    ) -> Result<(), Error> {
+        self.routes.insert(
+            "health".into(),
+            health(&self.service, &self.instance_id, self.started),
+        );
+        let wildcard = format!(
+            "{}.api.{}.*",
+            self.subjects.prefix(),
+            encode_token(&self.service)
+        );
+        let group = format!(
+            "{}-api-{}",
+            self.subjects.prefix(),
+            encode_token(&self.service)
+        );
+        let mut sub = self
+            .client
+            .queue_subscribe(wildcard.clone(), group)
+            .await
+            .map_err(|e| Error::Nats(format!("subscribe {wildcard}: {e}")))?;
+        // Ready means reachable: the server must know the subscription.
+        round_trip(&self.client, ROUND_TRIP_TIMEOUT).await;
+        tracing::debug!(subject = %wildcard, operations = ?self.operations(), "API serving");
+        let routes = Arc::new(self.routes);
+        let client = self.client;
+        let service = self.service;
+        let inner = tracker.clone();
+        tracker.spawn(async move {
+            loop {
+                let msg = tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    m = sub.next() => match m { Some(m) => m, None => break },
+                };
+                let routes = routes.clone();
+                let client = client.clone();
+                let service = service.clone();
+                inner.spawn(async move { answer(&client, &service, &routes, msg).await });
+            }
+            // Confirmed, so other clients see "no responders" once the drain is over.
+            let _ = sub.unsubscribe().await;
+            round_trip(&client, ROUND_TRIP_TIMEOUT).await;
+        });
+        Ok(())
+    }
+}
+
+fn health(service: &str, instance_id: &str, started: Instant) -> Handler {
+    let (service, instance_id) = (service.to_string(), instance_id.to_string());
+    Arc::new(move |_| {
+        let reply = json!({
+            "service": service,
+            "instance_id": instance_id,
+            "version": env!("CARGO_PKG_VERSION"),
+            "uptime_ms": started.elapsed().as_millis() as u64,
+            "status": "ok",
+        });
+        async move { Ok(reply) }.boxed()
+    })
+}
+
+async fn answer(
+    client: &Client,
+    service: &str,
+    routes: &HashMap<String, Handler>,
+    msg: async_nats::Message,
+) {
+    let Some(reply_to) = msg.reply.clone() else {
+        tracing::debug!(subject = %msg.subject, "API message without a reply subject ignored");
+        return;
+    };
+    let op = msg
+        .subject
+        .rsplit('.')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let span = tracing::info_span!("api", otel.kind = "server", service, operation = %op);
+    trace::set_remote_parent(&span, msg.headers.as_ref());
+    let result = async {
+        let Some(handler) = routes.get(&op) else {
+            return Err(ApiError::new(
+                CODE_UNKNOWN_OPERATION,
+                format!("service `{service}` has no operation `{op}`"),
+            ));
+        };
+        let body = if msg.payload.iter().all(u8::is_ascii_whitespace) {
+            Value::Null
+        } else {
+            serde_json::from_slice(&msg.payload)
+                .map_err(|e| ApiError::bad_request(format!("request body is not JSON: {e}")))?
+        };
+        match AssertUnwindSafe(handler(body)).catch_unwind().await {
+            Ok(r) => r,
+            Err(_) => Err(ApiError::internal(format!("operation `{op}` panicked"))),
+        }
+    }
+    .instrument(span.clone())
+    .await;
+    let reply = match result {
+        Ok(v) => v,
+        Err(e) => {
+            span.in_scope(|| tracing::info!(code = %e.code, message = %e.message, "API error"));
+            e.to_reply()
+        }
+    };
+    let bytes = serde_json::to_vec(&reply).unwrap_or_else(|e| {
+        serde_json::to_vec(&ApiError::internal(format!("reply not serialisable: {e}")).to_reply())
+            .unwrap_or_default()
+    });
+    if let Err(e) = client.publish(reply_to, Bytes::from(bytes)).await {
+        tracing::warn!(error = %e, "cannot send API reply");
+    }
+}
+
+/// Calls `caucus.api.<service>.<operation>` with `body` and the current
+/// trace context. Error replies become [`ApiError`]s; nobody listening is
+/// [`CODE_NO_RESPONDERS`] naming the service; no answer in `timeout` is
+/// [`CODE_TIMEOUT`].
+pub async fn api_request(
+    client: &Client,
+    subjects: &Subjects,
+    service: &str,
+    operation: &str,
+    body: &Value,
+    timeout: Duration,
+) -> Result<Value, ApiError> {
+    let subject = subjects.api(service, operation);
+    let payload = serde_json::to_vec(body)
+        .map_err(|e| ApiError::bad_request(format!("request not serialisable: {e}")))?;
+    let request = Request::new()
+        .payload(Bytes::from(payload))
+        .headers(trace::headers())
+        .timeout(Some(timeout));
+    let msg = client
+        .send_request(subject.clone(), request)
+        .await
+        .map_err(|e| match e.kind() {
+            RequestErrorKind::NoResponders => ApiError::new(
+                CODE_NO_RESPONDERS,
+                format!("no `{service}` service is running (nobody answers {subject})"),
+            ),
+            RequestErrorKind::TimedOut => ApiError::new(
+                CODE_TIMEOUT,
+                format!("`{service}` did not answer {subject} within {timeout:?}"),
+            ),
+            _ => ApiError::internal(format!("request {subject}: {e}")),
+        })?;
+    let reply: Value = serde_json::from_slice(&msg.payload).map_err(|e| {
+        ApiError::new(
+            CODE_BAD_REPLY,
+            format!("reply on {subject} is not JSON: {e}"),
+        )
+    })?;
+    match ApiError::from_reply(&reply) {
+        Some(e) => Err(e),
+        None => Ok(reply),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_replies_round_trip() {
+        let e = ApiError::bad_request("missing field `items`");
+        let wire = e.to_reply();
+        assert_eq!(wire["error"]["code"], "bad_request");
+        assert_eq!(ApiError::from_reply(&wire), Some(e));
+        assert_eq!(ApiError::from_reply(&json!({"status": "ok"})), None);
+        assert_eq!(ApiError::from_reply(&json!([1])), None);
+    }
+}

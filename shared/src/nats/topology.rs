@@ -1,0 +1,159 @@
+//! Streams, KV buckets and the task consumers, created or updated at start-up.
+//!
+//! Every function is idempotent and safe to run from many processes at once:
+//! each tries an update first, creates on "not found", and when it loses a
+//! creation race ("already in use") goes round again and updates instead.
+
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
+use async_nats::jetstream::context::{CreateStreamErrorKind, UpdateKeyValueErrorKind};
+use async_nats::jetstream::stream::{self, DiscardPolicy, RetentionPolicy, StorageType};
+use async_nats::jetstream::ErrorCode;
+use async_nats::jetstream::{kv, Context};
+
+use crate::subjects::{encode_token, StreamKind, Subjects};
+use crate::{Config, Error};
+
+/// Publishes that repeat a `Nats-Msg-Id` within this window are dropped.
+pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+
+/// How many create/update rounds a lost race may take before giving up.
+const RACE_ROUNDS: u32 = 5;
+
+/// The configuration of one stream of the topology.
+pub fn stream_config(subjects: &Subjects, kind: StreamKind, cfg: &Config) -> stream::Config {
+    let max_age = match kind {
+        StreamKind::Dlq => cfg.nats.dlq_max_age,
+        _ => cfg.nats.stream_max_age,
+    };
+    let retention = match kind {
+        // A task is gone once a worker acks it; nobody else needs it.
+        StreamKind::Tasks => RetentionPolicy::WorkQueue,
+        _ => RetentionPolicy::Limits,
+    };
+    stream::Config {
+        name: subjects.stream(kind),
+        description: Some(format!("caucus {kind:?} stream")),
+        subjects: subjects.stream_subjects(kind),
+        retention,
+        storage: StorageType::File,
+        max_age,
+        max_bytes: cfg.nats.stream_max_bytes,
+        discard: DiscardPolicy::Old,
+        num_replicas: cfg.nats.replicas.max(1),
+        // The server rejects a window longer than max_age.
+        duplicate_window: DUPLICATE_WINDOW.min(max_age),
+        ..Default::default()
+    }
+}
+
+/// Creates or updates every stream of [`StreamKind::ALL`].
+pub async fn ensure_streams(js: &Context, subjects: &Subjects, cfg: &Config) -> Result<(), Error> {
+    for kind in StreamKind::ALL {
+        ensure_stream(js, stream_config(subjects, kind, cfg)).await?;
+    }
+    Ok(())
+}
+
+/// Creates or updates one stream.
+pub async fn ensure_stream(js: &Context, config: stream::Config) -> Result<stream::Info, Error> {
+    let name = config.name.clone();
+    let fail = |e: &dyn std::fmt::Display| Error::Nats(format!("stream {name}: {e}"));
+    let mut last = String::new();
+    for _ in 0..RACE_ROUNDS {
+        match js.update_stream(&config).await {
+            Ok(info) => return Ok(info),
+            Err(e) if e.kind() == CreateStreamErrorKind::NotFound => {}
+            Err(e) => return Err(fail(&e)),
+        }
+        match js.create_stream(config.clone()).await {
+            Ok(s) => return Ok(s.cached_info().clone()),
+            Err(e) if lost_race(&e.kind()) => last = e.to_string(),
+            Err(e) => return Err(fail(&e)),
+        }
+    }
+    Err(fail(&format!(
+        "still contended after {RACE_ROUNDS} rounds: {last}"
+    )))
+}
+
+fn lost_race(kind: &CreateStreamErrorKind) -> bool {
+    matches!(kind, CreateStreamErrorKind::JetStream(e) if e.error_code() == ErrorCode::STREAM_NAME_EXIST)
+}
+
+/// Creates or updates the KV bucket `<prefix>_<bucket>`.
+pub async fn ensure_kv(
+    js: &Context,
+    subjects: &Subjects,
+    bucket: &str,
+    history: i64,
+    max_age: Duration,
+    replicas: usize,
+) -> Result<kv::Store, Error> {
+    let name = subjects.bucket(bucket);
+    let config = kv::Config {
+        bucket: name.clone(),
+        description: format!("caucus {bucket}"),
+        history,
+        max_age,
+        storage: StorageType::File,
+        num_replicas: replicas.max(1),
+        ..Default::default()
+    };
+    let fail = |e: &dyn std::fmt::Display| Error::Nats(format!("kv bucket {name}: {e}"));
+    let mut last = String::new();
+    for _ in 0..RACE_ROUNDS {
+        match js.update_key_value(config.clone()).await {
+            Ok(store) => return Ok(store),
+            Err(e) if e.kind() == UpdateKeyValueErrorKind::NotFound => {}
+            Err(e) => return Err(fail(&e)),
+        }
+        match js.create_key_value(config.clone()).await {
+            Ok(store) => return Ok(store),
+            // The kind does not say why creation failed; if another process
+            // just created the bucket, the next round's update succeeds, and
+            // a genuine failure repeats and is reported below.
+            Err(e) => last = e.to_string(),
+        }
+    }
+    Err(fail(&last))
+}
+
+/// Durable name of the shared consumer of one agent type.
+pub fn task_consumer_name(agent_type: &str) -> String {
+    format!("workers-{}", encode_token(agent_type))
+}
+
+/// Creates or updates the durable pull consumer `workers-<agent_type>` on
+/// the TASKS stream, filtered to `caucus.tasks.<agent_type>`, explicit ack.
+pub async fn ensure_task_consumer(
+    js: &Context,
+    subjects: &Subjects,
+    agent_type: &str,
+    ack_wait: Duration,
+    max_deliver: i64,
+) -> Result<PullConsumer, Error> {
+    let stream = subjects.stream(StreamKind::Tasks);
+    let name = task_consumer_name(agent_type);
+    let config = pull::Config {
+        durable_name: Some(name.clone()),
+        description: Some(format!("workers of agent type {agent_type}")),
+        filter_subject: subjects.tasks(agent_type),
+        ack_policy: AckPolicy::Explicit,
+        deliver_policy: DeliverPolicy::All,
+        ack_wait,
+        max_deliver,
+        ..Default::default()
+    };
+    let mut last = String::new();
+    for _ in 0..RACE_ROUNDS {
+        // The server's create-or-update action is idempotent; two concurrent
+        // first creations can still collide, and the next round settles it.
+        match js.create_consumer_on_stream(config.clone(), &stream).await {
+            Ok(c) => return Ok(c),
+            Err(e) => last = e.to_string(),
+        }
+    }
+    Err(Error::Nats(format!("consumer {name} on {stream}: {last}")))
+}
