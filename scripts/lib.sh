@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # NATS_VERSION etc. are set for the sourcing script
 # Shared shell helpers for scripts/*. Source it; it defines functions only
 # (plus CAUCUS_ROOT / CAUCUS_STATE) and never changes shell options.
 #
