@@ -299,10 +299,13 @@ impl Scheduler {
             return;
         }
         let ids: Vec<String> = self.dirty.drain().collect();
+        let store = &self.store;
+        let engine = &self.engine;
+        let revisions = &self.revisions;
         let writes = ids.iter().filter_map(|id| {
-            let rec = self.engine.get(id)?;
-            let rev = *self.revisions.get(id)?;
-            Some(async move { (id.clone(), self.store.update(rec, rev).await) })
+            let rec = engine.get(id)?;
+            let rev = *revisions.get(id)?;
+            Some(async move { (id.clone(), store.update(rec, rev).await) })
         });
         let results = join_all(writes).await;
         let mut ok = true;
