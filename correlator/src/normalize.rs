@@ -4,7 +4,8 @@
 //! Pipeline: mask the item's ticker → lowercase → strip timestamps, UUIDs,
 //! request ids, hex ids, epochs and IP:port → ratios `used/limit` with
 //! used ≥ limit become `LIMIT_EXCEEDED` → detect the semantic pattern →
-//! remaining numbers become `N` → drop empty brackets, collapse whitespace.
+//! remaining numbers become `N` → tidy separators and empty brackets left
+//! behind, collapse whitespace.
 //! The pattern is detected before numbers are replaced so that status codes
 //! (`429`, `404`, …) still count, and after ids are stripped so that digits
 //! inside an id never look like a status code.
@@ -142,8 +143,8 @@ static VOLATILE: LazyLock<Regex> = LazyLock::new(|| {
         // UUIDs.
         r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b".to_string(),
         // Request / trace ids with their key: request_id=…, x-request-id: …,
-        // "requestid": "…", correlation-id=…
-        r#"(?:x-)?(?:amzn-)?(?:request|req|trace|correlation|span)[ _-]?id"?\s*[:=]\s*["']?[a-z0-9][a-z0-9._\-/+]*["']?"#
+        // "requestid": "…", correlation-id=…, reference id: …
+        r#"(?:x-)?(?:amzn-)?(?:request|req|trace|correlation|span|reference|ref)[ _-]?id"?\s*[:=]\s*["']?[a-z0-9][a-z0-9._\-/+]*["']?"#
             .to_string(),
         // Prefixed request ids: req-8f3a2b, req_01hq…
         r"\breq[-_][a-z0-9][a-z0-9\-]*".to_string(),
@@ -162,8 +163,13 @@ static RATIO: LazyLock<Regex> = LazyLock::new(|| re(r"\b(\d+(?:\.\d+)?)\s*/\s*(\
 
 static NUMBER: LazyLock<Regex> = LazyLock::new(|| re(r"\d+(?:[.,]\d+)*"));
 
-static EMPTY_BRACKETS: LazyLock<Regex> =
-    LazyLock::new(|| re(r#"\(\s*[,;:]?\s*\)|\[\s*[,;:]?\s*\]|\{\s*[,;:]?\s*\}|""|''"#));
+/// Separators and spaces left dangling before a closing bracket or a
+/// separator once ids are gone: "(run , )" → "(run)", "at , retry" → "at, retry".
+static DANGLING_BEFORE: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\s*(?:[,;:]\s*)*([)\]}])|\s+([,;:])"));
+/// The same after an opening bracket: "( , x" → "(x".
+static DANGLING_AFTER: LazyLock<Regex> = LazyLock::new(|| re(r"([(\[{])[\s,;:]+"));
+static EMPTY_BRACKETS: LazyLock<Regex> = LazyLock::new(|| re(r#"\(\)|\[\]|\{\}|""|''"#));
 
 static QUOTA: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
@@ -244,7 +250,9 @@ pub fn normalize(msg: &str, item: Option<&str>) -> NormalizedMessage {
     let ratios = RATIO.replace_all(&stripped, |c: &Captures<'_>| ratio_placeholder(c));
     let pattern = detect(&ratios);
     let numbers = NUMBER.replace_all(&ratios, NUMBER_PLACEHOLDER);
-    let cleaned = EMPTY_BRACKETS.replace_all(&numbers, " ");
+    let before = DANGLING_BEFORE.replace_all(&numbers, "$1$2");
+    let after = DANGLING_AFTER.replace_all(&before, "$1");
+    let cleaned = EMPTY_BRACKETS.replace_all(&after, " ");
     NormalizedMessage {
         text: collapse(&cleaned),
         pattern,
