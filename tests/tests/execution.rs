@@ -22,7 +22,10 @@ async fn longest_remaining_path_starts_first() {
     let stack = Stack::start();
     let _c = coordinator(&stack, &[]);
     let api = Api::connect(&stack).await;
-    let short = pipeline("short", json!([{"name": "x", "agent": "alpha", "expected_duration": 1.0}]));
+    let short = pipeline(
+        "short",
+        json!([{"name": "x", "agent": "alpha", "expected_duration": 1.0}]),
+    );
     let long = pipeline(
         "long",
         json!([
@@ -57,11 +60,16 @@ async fn capacity_is_never_exceeded_cluster_wide() {
     let stack = Stack::start();
     let _c = coordinator(&stack, &[]);
     let cap = [("CAUCUS_WORKER_CAPACITY_CAP__ALPHA", "2")];
-    let _w: Vec<_> = (0..3).map(|_| worker(&stack, "alpha", 1, "sleep:20", &cap)).collect();
+    let _w: Vec<_> = (0..3)
+        .map(|_| worker(&stack, "alpha", 1, "sleep:20", &cap))
+        .collect();
     let api = Api::connect(&stack).await;
     let items: Vec<String> = (0..50).map(|i| format!("T{i}")).collect();
     let refs: Vec<&str> = items.iter().map(String::as_str).collect();
-    let p = pipeline("one", json!([{"name": "x", "agent": "alpha", "expected_duration": 1.0}]));
+    let p = pipeline(
+        "one",
+        json!([{"name": "x", "agent": "alpha", "expected_duration": 1.0}]),
+    );
     let ids = api.submit(&refs, p, 10).await;
     api.wait_completed(&ids, Duration::from_secs(60)).await;
     let events = task_events(&api.nats).await;
@@ -86,7 +94,10 @@ async fn capacity_is_never_exceeded_cluster_wide() {
     }
     assert!(max <= 2, "max concurrency {max} exceeds the capacity of 2");
     assert_eq!(max, 2, "two slots should have been busy at once");
-    assert!(workers.len() >= 2, "work spread over the workers: {workers:?}");
+    assert!(
+        workers.len() >= 2,
+        "work spread over the workers: {workers:?}"
+    );
 }
 
 /// SIGKILL a worker mid-task: its lease is reclaimed, the task redelivered
@@ -97,7 +108,10 @@ async fn killed_worker_task_is_redelivered_and_recorded_once() {
     let stack = Stack::start();
     let _c = coordinator(&stack, &[]);
     let api = Api::connect(&stack).await;
-    let p = pipeline("one", json!([{"name": "x", "agent": "alpha", "expected_duration": 1.0}]));
+    let p = pipeline(
+        "one",
+        json!([{"name": "x", "agent": "alpha", "expected_duration": 1.0}]),
+    );
     let mut victim = worker(&stack, "alpha", 1, "sleep:60000", &[]);
     let ids = api.submit(&["K"], p, 10).await;
     // Wait until the victim runs it.
@@ -107,7 +121,10 @@ async fn killed_worker_task_is_redelivered_and_recorded_once() {
         if w["tasks"]["x"]["state"] == "running" {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "task never started: {w}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "task never started: {w}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     victim.kill();
@@ -145,7 +162,10 @@ async fn killed_worker_task_is_redelivered_and_recorded_once() {
         if i.num_pending == 0 && i.num_ack_pending == 0 {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "duplicate never consumed");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "duplicate never consumed"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let t2 = api.status(&ids).await[0]["tasks"]["x"].clone();
@@ -246,7 +266,13 @@ async fn transient_errors_retry_and_overdue_is_flagged() {
         let w = &api.status(&ids2).await[0];
         if w["state"] == "failed" {
             assert_eq!(w["tasks"]["x"]["attempt"], 2);
-            assert!(w["failure"].as_str().unwrap().contains("after 2 attempt(s)"), "{w}");
+            assert!(
+                w["failure"]
+                    .as_str()
+                    .unwrap()
+                    .contains("after 2 attempt(s)"),
+                "{w}"
+            );
             break;
         }
         assert!(std::time::Instant::now() < deadline, "{w}");
@@ -254,7 +280,10 @@ async fn transient_errors_retry_and_overdue_is_flagged() {
     }
 
     // Expected 1 unit = 50 ms, runs 400 ms: flagged overdue while running.
-    let p = pipeline("slow", json!([{"name": "s", "agent": "slow", "expected_duration": 1.0}]));
+    let p = pipeline(
+        "slow",
+        json!([{"name": "s", "agent": "slow", "expected_duration": 1.0}]),
+    );
     let ids3 = api.submit(&["O"], p, 50).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
@@ -283,18 +312,30 @@ async fn bad_submissions_get_specific_errors() {
         ]),
     );
     let e = api
-        .call("coordinator", "submit", json!({"items": ["X"], "pipeline": cyc}))
+        .call(
+            "coordinator",
+            "submit",
+            json!({"items": ["X"], "pipeline": cyc}),
+        )
         .await
         .unwrap_err();
     assert_eq!(e.code, "invalid_pipeline");
     assert!(e.message.contains("cycle"), "{}", e.message);
     let e = api
-        .call("coordinator", "submit", json!({"items": ["X"], "pipeline": "nope"}))
+        .call(
+            "coordinator",
+            "submit",
+            json!({"items": ["X"], "pipeline": "nope"}),
+        )
         .await
         .unwrap_err();
     assert_eq!(e.code, "unknown_pipeline");
     let e = api
-        .call("coordinator", "submit", json!({"items": [], "pipeline": "stock-analysis"}))
+        .call(
+            "coordinator",
+            "submit",
+            json!({"items": [], "pipeline": "stock-analysis"}),
+        )
         .await
         .unwrap_err();
     assert_eq!(e.code, "bad_request");

@@ -9,6 +9,9 @@ use std::process::ExitCode;
 use caucus_shared::config::CommonArgs;
 use caucus_shared::service::{self, ServiceContext};
 use caucus_shared::telemetry;
+use caucus_worker::builtin;
+use caucus_worker::handler::{Handler, HandlerSpec, HandlerSpecError};
+use caucus_worker::runtime;
 use clap::Parser;
 
 const BIN: &str = "caucus-worker";
@@ -26,7 +29,7 @@ struct Args {
     /// Concurrent task slots per agent type (`worker.slots`).
     #[arg(long, value_name = "N")]
     slots: Option<u32>,
-    /// `builtin`, `exec:CMD` or `http:URL` (`worker.handler`).
+    /// `builtin`, `noop`, `sleep:MS`, `exec:CMD` or `http:URL` (`worker.handler`).
     #[arg(long, value_name = "HANDLER", value_parser = parse_handler)]
     handler: Option<String>,
 }
@@ -57,20 +60,9 @@ impl Args {
 }
 
 fn parse_handler(raw: &str) -> Result<String, String> {
-    let ok = raw == "builtin"
-        || raw
-            .strip_prefix("exec:")
-            .is_some_and(|c| !c.trim().is_empty())
-        || raw
-            .strip_prefix("http:")
-            .is_some_and(|u| !u.trim().is_empty());
-    if ok {
-        Ok(raw.to_string())
-    } else {
-        Err(format!(
-            "`{raw}` is not a handler: use builtin, exec:COMMAND or http:URL"
-        ))
-    }
+    raw.parse::<HandlerSpec>()
+        .map(|_| raw.to_string())
+        .map_err(|e| e.to_string())
 }
 
 #[tokio::main]
@@ -97,12 +89,34 @@ async fn main() -> ExitCode {
     service::exit_code(BIN, service::run_service(SERVICE, config, run_worker).await)
 }
 
-/// The worker's work, run once the process is connected and ready.
-/// Placeholder until `caucus_worker::run(ctx)` exists: it holds the process
-/// up (answering `health`) until shutdown.
-async fn run_worker(ctx: ServiceContext) -> Result<(), std::convert::Infallible> {
-    ctx.shutdown.cancelled().await;
-    Ok(())
+/// The worker's work: register, lease, pull, run, report, until shutdown.
+async fn run_worker(ctx: ServiceContext) -> Result<(), String> {
+    let cfg = ctx.config.clone();
+    let spec: HandlerSpec = cfg
+        .worker
+        .handler
+        .parse()
+        .map_err(|e: HandlerSpecError| e.to_string())?;
+    let builtin = if spec == HandlerSpec::Builtin {
+        let data = builtin::dataset(cfg.worker.data_path.as_deref()).map_err(|e| e.to_string())?;
+        tracing::info!(data_set = %data.origin(), tickers = data.tickers().len(), "built-in analysts loaded");
+        Some(builtin::analysts_over(data))
+    } else {
+        None
+    };
+    let deps = runtime::WorkerDeps {
+        config: cfg.clone(),
+        subjects: ctx.subjects.clone(),
+        js: ctx.js.clone(),
+        redis: ctx.redis.clone(),
+        shutdown: ctx.shutdown.clone(),
+        clock: ctx.clock.clone(),
+        worker_id: ctx.instance_id.clone(),
+        handler: Handler::new(spec, builtin),
+    };
+    runtime::run(deps, &ctx.tasks)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -131,7 +145,8 @@ mod tests {
     fn bad_handler_is_rejected_with_the_forms() {
         let e = Args::try_parse_from([BIN, "--handler", "python"]).unwrap_err();
         assert!(
-            e.to_string().contains("builtin, exec:COMMAND or http:URL"),
+            e.to_string()
+                .contains("builtin, noop, sleep:MS, exec:CMD or http:URL"),
             "{e}"
         );
         assert!(Args::try_parse_from([BIN, "--handler", "exec:"]).is_err());

@@ -5,6 +5,7 @@
 
 use std::process::ExitCode;
 
+use caucus_coordinator::runtime::{self, SharedScheduler};
 use caucus_shared::config::CommonArgs;
 use caucus_shared::service::{self, ServiceContext};
 use caucus_shared::telemetry;
@@ -42,16 +43,19 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    service::exit_code(
-        BIN,
-        service::run_service(SERVICE, config, run_coordinator).await,
-    )
+    let mut svc = match service::Service::start(SERVICE, config).await {
+        Ok(s) => s,
+        Err(e) => return service::exit_code(BIN, Err(e)),
+    };
+    let slot = SharedScheduler::default();
+    runtime::routes(&mut svc, slot.clone());
+    service::exit_code(BIN, svc.run(move |ctx| run_coordinator(ctx, slot)).await)
 }
 
-/// The coordinator's work, run once the process is connected and ready.
-/// Placeholder until `caucus_coordinator::run(ctx)` exists: it holds the
-/// process up (answering `health`) until shutdown.
-async fn run_coordinator(ctx: ServiceContext) -> Result<(), std::convert::Infallible> {
-    ctx.shutdown.cancelled().await;
-    Ok(())
+/// The coordinator's work: lead (or stand by) until shutdown.
+async fn run_coordinator(
+    ctx: ServiceContext,
+    slot: SharedScheduler,
+) -> Result<(), runtime::CoordinatorError> {
+    runtime::run(runtime::deps_from(&ctx), slot).await
 }

@@ -25,9 +25,14 @@ const SCALE_DEADLINE: Duration = Duration::from_secs(30);
 pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> anyhow::Result<i32> {
     let n = n.clamp(1, TICKERS.len());
     let tickers: Vec<String> = TICKERS[..n].iter().map(|s| s.to_string()).collect();
-    client.call_ok("coordinator", "health", Value::Null).await.map_err(|e| {
-        anyhow::anyhow!("{e}\nthe coordinator is not answering: start the stack with `scripts/stack up`")
-    })?;
+    client
+        .call_ok("coordinator", "health", Value::Null)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{e}\nthe coordinator is not answering: start the stack with `scripts/stack up`"
+            )
+        })?;
 
     println!("== 1. The plan for AAPL + MSFT (stock-analysis) ==\n");
     let p1 = plan(client, &["AAPL", "MSFT"], json!({})).await?;
@@ -75,7 +80,10 @@ pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> an
     println!("\n== Result ==");
     println!("                 planned    measured");
     println!("valuation × {val1}:  {planned1:>7.1} s  {measured1:>8.1} s");
-    println!("valuation × {}:  {planned2:>7.1} s  {measured2:>8.1} s", caps2["valuation"]);
+    println!(
+        "valuation × {}:  {planned2:>7.1} s  {measured2:>8.1} s",
+        caps2["valuation"]
+    );
     println!(
         "one more valuation worker finished the batch {:.0}% sooner (planned {:.0}%)",
         100.0 * (1.0 - measured2 / measured1),
@@ -95,7 +103,9 @@ async fn plan(client: &Client, items: &[&str], caps: Value) -> anyhow::Result<Va
 }
 
 async fn live_capacities(client: &Client) -> anyhow::Result<serde_json::Map<String, Value>> {
-    let w = client.call_ok("coordinator", "workers", Value::Null).await?;
+    let w = client
+        .call_ok("coordinator", "workers", Value::Null)
+        .await?;
     let mut m = serde_json::Map::new();
     for a in w["agents"].as_array().into_iter().flatten() {
         if let Some(name) = a["agent_type"].as_str() {
@@ -151,7 +161,11 @@ async fn write_reports(client: &Client, tickers: &[String]) -> anyhow::Result<Pa
     let dir = root.join(".caucus").join("reports");
     std::fs::create_dir_all(&dir)?;
     let st = client
-        .call_ok("coordinator", "status", json!({"tasks": true, "states": ["completed"]}))
+        .call_ok(
+            "coordinator",
+            "status",
+            json!({"tasks": true, "states": ["completed"]}),
+        )
         .await?;
     for w in st["workflows"].as_array().into_iter().flatten() {
         let item = w["item"].as_str().unwrap_or("");
@@ -177,7 +191,14 @@ fn spawn_valuation_worker(config: &Config) -> anyhow::Result<Child> {
     std::fs::create_dir_all(&log_dir)?;
     let log = std::fs::File::create(log_dir.join("demo-worker-valuation.log"))?;
     let child = Command::new(bin)
-        .args(["--agent", "valuation", "--slots", "1", "--handler", "builtin"])
+        .args([
+            "--agent",
+            "valuation",
+            "--slots",
+            "1",
+            "--handler",
+            "builtin",
+        ])
         .env("CAUCUS_NATS_URL", &config.nats.url)
         .env("CAUCUS_REDIS_URL", &config.redis.url)
         .env("CAUCUS_SUBJECT_PREFIX", &config.subject_prefix)

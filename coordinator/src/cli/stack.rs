@@ -39,7 +39,9 @@ pub fn load_stack_env() {
 /// Runs `scripts/stack VERB`.
 pub fn script(verb: &str) -> anyhow::Result<i32> {
     let root = repo_root().ok_or_else(|| {
-        anyhow::anyhow!("cannot find scripts/stack: run from the caucus checkout or set CAUCUS_HOME")
+        anyhow::anyhow!(
+            "cannot find scripts/stack: run from the caucus checkout or set CAUCUS_HOME"
+        )
     })?;
     let st = std::process::Command::new("bash")
         .arg(root.join("scripts").join("stack"))

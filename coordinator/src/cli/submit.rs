@@ -27,7 +27,11 @@ pub async fn run(
     let reply = client.call_ok("coordinator", "submit", body).await?;
     let ids: Vec<String> = reply["workflow_ids"]
         .as_array()
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     if as_json && !watch {
         println!("{}", serde_json::to_string_pretty(&reply)?);
@@ -64,7 +68,11 @@ pub async fn run(
 /// Polls status until every workflow in `ids` completed or failed, drawing
 /// progress. On a terminal the view is redrawn in place; otherwise only
 /// state changes are printed. Returns the final status reply.
-pub async fn watch_until_done(client: &Client, ids: &[String], draw: bool) -> anyhow::Result<Value> {
+pub async fn watch_until_done(
+    client: &Client,
+    ids: &[String],
+    draw: bool,
+) -> anyhow::Result<Value> {
     let tty = std::io::stdout().is_terminal();
     let started = Instant::now();
     let mut last_lines = 0usize;
@@ -181,7 +189,11 @@ pub async fn result(client: &Client, target: &str) -> anyhow::Result<i32> {
         .collect();
     if found.is_empty() {
         let st = client
-            .call_ok("coordinator", "status", json!({"ids": [target], "tasks": true}))
+            .call_ok(
+                "coordinator",
+                "status",
+                json!({"ids": [target], "tasks": true}),
+            )
             .await?;
         if let Some(w) = st["workflows"].as_array().and_then(|a| a.first()).cloned() {
             return print_report(&w);
@@ -219,7 +231,5 @@ pub fn report_of(w: &Value) -> Option<String> {
         .as_str()
         .or_else(|| out["report"].as_str())
         .map(String::from)
-        .or_else(|| {
-            (!out.is_null()).then(|| serde_json::to_string_pretty(out).unwrap_or_default())
-        })
+        .or_else(|| (!out.is_null()).then(|| serde_json::to_string_pretty(out).unwrap_or_default()))
 }

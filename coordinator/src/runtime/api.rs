@@ -69,7 +69,7 @@ fn check_items(items: &[String]) -> Result<(), ApiError> {
 /// `coordinator.submit`: `{items, pipeline, time_unit_ms?}` → workflow ids.
 pub async fn submit(
     body: Value,
-    scheduler: SchedulerHandle,
+    scheduler: impl FnOnce() -> Result<SchedulerHandle, ApiError>,
     clock: SharedClock,
     default_unit: Duration,
 ) -> Result<Value, ApiError> {
@@ -77,6 +77,7 @@ pub async fn submit(
     check_items(&req.items)?;
     let spec = resolve(&req.pipeline)?;
     let stages = stages_of(&spec)?;
+    let scheduler = scheduler()?;
     let unit_ms = req
         .time_unit_ms
         .unwrap_or(default_unit.as_millis() as u64)
@@ -118,7 +119,10 @@ pub async fn submit(
 }
 
 /// `coordinator.status`: `{ids?, states?, tasks?}`.
-pub async fn status(body: Value, scheduler: SchedulerHandle) -> Result<Value, ApiError> {
+pub async fn status(
+    body: Value,
+    scheduler: impl FnOnce() -> Result<SchedulerHandle, ApiError>,
+) -> Result<Value, ApiError> {
     let filter: StatusFilter = if body.is_null() {
         StatusFilter::default()
     } else {
@@ -131,6 +135,7 @@ pub async fn status(body: Value, scheduler: SchedulerHandle) -> Result<Value, Ap
             )));
         }
     }
+    let scheduler = scheduler()?;
     let (tx, rx) = oneshot::channel();
     scheduler
         .send(Command::Status { filter, reply: tx })
@@ -151,7 +156,10 @@ pub fn plan(body: Value) -> Result<Value, ApiError> {
         .map_err(|e| ApiError::new("invalid_pipeline", e.to_string()))?;
     let mut v = serde_json::to_value(&plan).map_err(|e| ApiError::internal(e.to_string()))?;
     if let Value::Object(m) = &mut v {
-        m.insert("gantt".into(), Value::String(planner::gantt::render(&plan, 60)));
+        m.insert(
+            "gantt".into(),
+            Value::String(planner::gantt::render(&plan, 60)),
+        );
         m.insert("pipeline".into(), Value::String(spec.name.clone()));
     }
     Ok(v)

@@ -12,7 +12,10 @@ use caucus_shared::redis::{CapacitySemaphore, RedisPool};
 use super::scheduler::{Capacities, Command, SchedulerHandle};
 
 /// Reads all capacities once.
-pub async fn read(pool: &RedisPool, prefix: &str) -> Result<HashMap<String, usize>, caucus_shared::Error> {
+pub async fn read(
+    pool: &RedisPool,
+    prefix: &str,
+) -> Result<HashMap<String, usize>, caucus_shared::Error> {
     let mut out = HashMap::new();
     for agent in CapacitySemaphore::agent_types(pool, prefix).await? {
         let sem = CapacitySemaphore::new(pool.clone(), prefix, &agent)?;

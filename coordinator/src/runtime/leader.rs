@@ -33,7 +33,12 @@ pub async fn acquire(lock: &OwnedLock, lease: Duration, shutdown: &CancellationT
 }
 
 /// Renews the lock every `lease / 3`; cancels `lost` when it cannot.
-pub async fn keep(lock: OwnedLock, lease: Duration, lost: CancellationToken, shutdown: CancellationToken) {
+pub async fn keep(
+    lock: OwnedLock,
+    lease: Duration,
+    lost: CancellationToken,
+    shutdown: CancellationToken,
+) {
     let mut failures = 0u32;
     loop {
         tokio::select! {

@@ -167,3 +167,63 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
     }
     Ok(())
 }
+
+/// Builds the deps from a service context.
+pub fn deps_from(ctx: &caucus_shared::service::ServiceContext) -> CoordinatorDeps {
+    CoordinatorDeps {
+        config: ctx.config.clone(),
+        subjects: ctx.subjects.clone(),
+        js: ctx.js.clone(),
+        redis: ctx.redis.clone(),
+        shutdown: ctx.shutdown.clone(),
+        clock: ctx.clock.clone(),
+        instance_id: ctx.instance_id.clone(),
+    }
+}
+
+fn leader_only(slot: &SharedScheduler) -> Result<SchedulerHandle, caucus_shared::nats::ApiError> {
+    slot.read()
+        .ok()
+        .and_then(|s| s.clone())
+        .ok_or_else(|| {
+            caucus_shared::nats::ApiError::new(
+                "standby",
+                "this coordinator is standing by (not the leader); retry: the request goes to another instance",
+            )
+        })
+}
+
+/// Registers the coordinator's API routes on `svc`.
+pub fn routes(svc: &mut caucus_shared::service::Service, slot: SharedScheduler) {
+    let ctx = svc.context().clone();
+    let unit = ctx.config.coordinator.time_unit;
+    {
+        let slot = slot.clone();
+        let clock = ctx.clock.clone();
+        svc.route("submit", move |body| {
+            let slot = slot.clone();
+            let clock = clock.clone();
+            async move { api::submit(body, || leader_only(&slot), clock, unit).await }
+        });
+    }
+    {
+        let slot = slot.clone();
+        svc.route("status", move |body| {
+            let slot = slot.clone();
+            async move { api::status(body, || leader_only(&slot)).await }
+        });
+    }
+    svc.route("plan", |body| async move { api::plan(body) });
+    {
+        let slot = slot.clone();
+        let heartbeat = ctx.config.worker.heartbeat_interval;
+        svc.route("workers", move |_body| {
+            let scheduler = slot.read().ok().and_then(|s| s.clone());
+            let redis = ctx.redis.clone();
+            let js = ctx.js.clone();
+            let subjects = ctx.subjects.clone();
+            let now = ctx.clock.now_ms();
+            async move { api::workers(scheduler, redis, js, subjects, heartbeat, now).await }
+        });
+    }
+}

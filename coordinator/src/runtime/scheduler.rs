@@ -250,7 +250,11 @@ impl Scheduler {
     /// Dispatch within capacity, publish, persist, then ack events.
     async fn pump(&mut self) {
         let now = self.clock.now();
-        let caps = self.capacities.read().map(|c| c.clone()).unwrap_or_default();
+        let caps = self
+            .capacities
+            .read()
+            .map(|c| c.clone())
+            .unwrap_or_default();
         let (dispatches, dirty) = self
             .engine
             .next_dispatches(now, |a| caps.get(a).copied().unwrap_or(0));
@@ -360,7 +364,11 @@ impl Scheduler {
             }
         }
         let now = self.clock.now();
-        let caps = self.capacities.read().map(|c| c.clone()).unwrap_or_default();
+        let caps = self
+            .capacities
+            .read()
+            .map(|c| c.clone())
+            .unwrap_or_default();
         json!({
             "workflows": list,
             "load": self.engine.load(now),

@@ -33,10 +33,21 @@ pub fn coordinator(stack: &Stack, extra: &[(&str, &str)]) -> Service {
 }
 
 /// Starts a worker for `agents` with `slots` and `handler`.
-pub fn worker(stack: &Stack, agents: &str, slots: u32, handler: &str, extra: &[(&str, &str)]) -> Service {
-    let mut b = stack
-        .service("caucus-worker")
-        .args(["--agent", agents, "--slots", &slots.to_string(), "--handler", handler]);
+pub fn worker(
+    stack: &Stack,
+    agents: &str,
+    slots: u32,
+    handler: &str,
+    extra: &[(&str, &str)],
+) -> Service {
+    let mut b = stack.service("caucus-worker").args([
+        "--agent",
+        agents,
+        "--slots",
+        &slots.to_string(),
+        "--handler",
+        handler,
+    ]);
     for (k, v) in fast_env().into_iter().chain(extra.iter().copied()) {
         b = b.env(k, v);
     }
@@ -52,13 +63,23 @@ pub struct Api {
 impl Api {
     pub async fn connect(stack: &Stack) -> Api {
         Api {
-            nats: async_nats::connect(stack.nats.url()).await.expect("connect"),
+            nats: async_nats::connect(stack.nats.url())
+                .await
+                .expect("connect"),
             subjects: Subjects::default(),
         }
     }
 
     pub async fn call(&self, service: &str, op: &str, body: Value) -> Result<Value, ApiError> {
-        api_request(&self.nats, &self.subjects, service, op, &body, Duration::from_secs(10)).await
+        api_request(
+            &self.nats,
+            &self.subjects,
+            service,
+            op,
+            &body,
+            Duration::from_secs(10),
+        )
+        .await
     }
 
     /// Submits and returns the workflow ids.
@@ -79,12 +100,22 @@ impl Api {
             .collect()
     }
 
+    /// Status of `ids`; while a restarted coordinator waits for the old
+    /// leader's lock to lapse it answers `standby`, so that is retried.
     pub async fn status(&self, ids: &[String]) -> Vec<Value> {
-        let r = self
-            .call("coordinator", "status", json!({"ids": ids, "tasks": true}))
-            .await
-            .expect("status");
-        r["workflows"].as_array().cloned().unwrap_or_default()
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match self
+                .call("coordinator", "status", json!({"ids": ids, "tasks": true}))
+                .await
+            {
+                Ok(r) => return r["workflows"].as_array().cloned().unwrap_or_default(),
+                Err(e) if e.code == "standby" && Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("status: {e:?}"),
+            }
+        }
     }
 
     /// Polls until every workflow is completed (panics on failed or timeout).
@@ -110,9 +141,16 @@ impl Api {
     }
 }
 
-/// A one-stage (or more) inline pipeline.
+/// An inline pipeline; every agent type it uses gets a planning capacity
+/// of 1 (the runtime capacity comes from the registered workers).
 pub fn pipeline(name: &str, stages: Value) -> Value {
-    json!({"name": name, "stages": stages})
+    let mut caps = serde_json::Map::new();
+    for s in stages.as_array().into_iter().flatten() {
+        if let Some(a) = s["agent"].as_str() {
+            caps.insert(a.to_string(), json!(1));
+        }
+    }
+    json!({"name": name, "stages": stages, "capacities": caps})
 }
 
 /// Every task event published so far, read back from the EVENTS stream.

@@ -66,7 +66,12 @@ pub async fn run(deps: WorkerDeps, tracker: &TaskTracker) -> Result<(), WorkerEr
         return Err(WorkerError::NoAgents);
     }
     let dlq = Dlq::new(deps.js.clone(), deps.subjects.clone());
-    let reporter = Reporter::new(deps.js.clone(), deps.subjects.clone(), deps.clock.clone(), deps.worker_id.clone());
+    let reporter = Reporter::new(
+        deps.js.clone(),
+        deps.subjects.clone(),
+        deps.clock.clone(),
+        deps.worker_id.clone(),
+    );
     let stop_heartbeat = CancellationToken::new();
     let mut sems = Vec::new();
     for agent in &cfg.worker.agents {

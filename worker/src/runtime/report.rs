@@ -21,7 +21,12 @@ pub struct Reporter {
 
 impl Reporter {
     /// A reporter for `worker_id`.
-    pub fn new(js: jetstream::Context, subjects: Subjects, clock: SharedClock, worker_id: String) -> Self {
+    pub fn new(
+        js: jetstream::Context,
+        subjects: Subjects,
+        clock: SharedClock,
+        worker_id: String,
+    ) -> Self {
         Reporter {
             js,
             subjects,
@@ -71,14 +76,24 @@ impl Reporter {
     }
 
     /// A failed event.
-    pub fn failed(&self, task: &TaskDispatch, started_at: DateTime<Utc>, err: TaskError) -> TaskEvent {
+    pub fn failed(
+        &self,
+        task: &TaskDispatch,
+        started_at: DateTime<Utc>,
+        err: TaskError,
+    ) -> TaskEvent {
         let mut ev = self.event(task, TaskStatus::Failed, started_at);
         ev.error = Some(err);
         ev
     }
 
     /// Publishes a finding about `item` (content in the `finding` shape).
-    pub async fn finding(&self, task: &TaskDispatch, index: usize, content: serde_json::Value) -> Result<(), String> {
+    pub async fn finding(
+        &self,
+        task: &TaskDispatch,
+        index: usize,
+        content: serde_json::Value,
+    ) -> Result<(), String> {
         let body = serde_json::json!({
             "id": uuid::Uuid::now_v7().to_string(),
             "message_type": "finding",
@@ -95,7 +110,11 @@ impl Reporter {
         headers.insert("Nats-Msg-Id", id.as_str());
         trace::inject(&mut headers);
         self.js
-            .publish_with_headers(self.subjects.findings(&task.item), headers, body.to_string().into())
+            .publish_with_headers(
+                self.subjects.findings(&task.item),
+                headers,
+                body.to_string().into(),
+            )
             .await
             .map_err(|e| e.to_string())?
             .await

@@ -134,11 +134,15 @@ impl Slot {
         let started = self.reporter.event(&task, TaskStatus::Started, started_at);
         if let Err(e) = self.reporter.publish(&started).await {
             tracing::warn!(task_id = %task.task_id, error = %e, "cannot report start; task returns to the queue");
-            let _ = msg.ack_with(AckKind::Nak(Some(Duration::from_millis(500)))).await;
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_millis(500))))
+                .await;
             return;
         }
         // Keep the message and the lease alive while the handler runs.
-        let keepalive = (cfg.ack_wait / 3).min(cfg.lease_ttl / 3).max(Duration::from_millis(50));
+        let keepalive = (cfg.ack_wait / 3)
+            .min(cfg.lease_ttl / 3)
+            .max(Duration::from_millis(50));
         let run = self.run_paced(&task);
         tokio::pin!(run);
         let result = loop {
@@ -157,7 +161,9 @@ impl Slot {
                         tracing::warn!(task_id = %task.task_id, error = %e, "finding not published");
                     }
                 }
-                let mut ev = self.reporter.event(&task, TaskStatus::Completed, started_at);
+                let mut ev = self
+                    .reporter
+                    .event(&task, TaskStatus::Completed, started_at);
                 ev.output = Some(out.output);
                 ev
             }
