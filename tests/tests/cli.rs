@@ -1,0 +1,102 @@
+//! The `caucus` CLI against a real coordinator and workers.
+
+mod common;
+
+use std::process::Command;
+
+use caucus_harness::{bin_path, Stack};
+use common::{coordinator, worker};
+
+fn caucus(stack: &Stack, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin_path("caucus"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("CAUCUS_NATS_URL", stack.nats.url())
+        .env("CAUCUS_REDIS_URL", stack.redis.url())
+        // No repository root: the CLI must not pick up a local stack.env.
+        .env("CAUCUS_HOME", "/nonexistent")
+        .output()
+        .expect("run caucus");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn plan_shows_the_seed_makespans() {
+    let stack = Stack::start();
+    let _c = coordinator(&stack, &[]);
+    let (code, out, err) = caucus(&stack, &["plan", "AAPL", "MSFT"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("makespan: 9 time units"), "{out}");
+    assert!(
+        out.contains("screening → business → financial → valuation → report"),
+        "{out}"
+    );
+    assert!(
+        out.contains("bottleneck: valuation (capacity 1): makespan 9 → 8"),
+        "{out}"
+    );
+    let (code, out, _) = caucus(
+        &stack,
+        &["plan", "AAPL", "MSFT", "--capacity", "valuation=2"],
+    );
+    assert_eq!(code, 0);
+    assert!(out.contains("makespan: 8 time units"), "{out}");
+    let (code, out, _) = caucus(&stack, &["--json", "plan", "AAPL", "MSFT"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["makespan"], 9.0);
+    assert_eq!(v["bottleneck"]["agent_type"], "valuation");
+    // Errors are specific and the exit code says so.
+    let (code, _, err) = caucus(&stack, &["plan", "AAPL", "--pipeline", "nope"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown pipeline `nope`"), "{err}");
+}
+
+#[test]
+fn submit_watch_status_workers_and_result() {
+    let stack = Stack::start();
+    let _c = coordinator(&stack, &[]);
+    let agents = "screening,business,financial,strategy,valuation,report";
+    let _w = worker(&stack, agents, 2, "builtin", &[]);
+    let (code, out, err) = caucus(
+        &stack,
+        &["submit", "AAPL", "BRK.B", "--time-unit-ms", "10", "--watch"],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("submitted 2 workflow(s) to stock-analysis"),
+        "{out}"
+    );
+    assert!(out.contains("completed"), "{out}");
+    let (code, out, _) = caucus(&stack, &["status", "--state", "completed"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("AAPL") && out.contains("BRK.B"), "{out}");
+    let (code, out, _) = caucus(&stack, &["workers"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("valuation"), "{out}");
+    assert!(out.contains("live bottleneck"), "{out}");
+    let (code, out, err) = caucus(&stack, &["result", "BRK.B"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("BRK.B") && out.to_lowercase().contains("target price"),
+        "{out}"
+    );
+    let (code, _, err) = caucus(&stack, &["result", "NOPE"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no workflow"), "{err}");
+    let (code, _, _) = caucus(&stack, &["health", "coordinator"]);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn health_of_a_missing_service_fails_clearly() {
+    let stack = Stack::start();
+    let (code, _, err) = caucus(&stack, &["health", "facilitator"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("facilitator"), "{err}");
+}
