@@ -352,7 +352,7 @@ impl Scheduler {
         };
         if f.ids.is_empty() {
             let mut recs: Vec<&WorkflowRecord> = self.engine.workflows().collect();
-            recs.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+            recs.sort_by_key(|a| a.created_at);
             recs.into_iter().for_each(&mut push);
         } else {
             for id in &f.ids {
