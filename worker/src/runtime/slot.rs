@@ -71,6 +71,8 @@ impl Slot {
     async fn hold(&self, lease: &Lease) {
         let shutdown = &self.deps.shutdown;
         let cfg = &self.deps.config.worker;
+        // The lease was taken (or last renewed) at this instant.
+        let mut renewed = tokio::time::Instant::now();
         loop {
             if shutdown.is_cancelled() {
                 return;
@@ -114,8 +116,17 @@ impl Slot {
                 let span = trace::consumer_span(&msg.subject, msg.headers.as_ref());
                 self.execute(&msg, task, lease).instrument(span).await;
             }
+            // Renewing after every task cost a Redis script call per task
+            // (a tenth of the CPU of a no-op task, docs/BENCHMARKS.md). Until
+            // the next check the lease ages by at most one fetch wait plus
+            // one keep-alive period (ttl/3; longer tasks renew it while they
+            // run), so skipping while younger than ttl/3 − fetch_wait keeps
+            // it within 2/3 of its TTL.
+            if renewed.elapsed() < (cfg.lease_ttl / 3).saturating_sub(cfg.fetch_wait) {
+                continue;
+            }
             match self.sem.renew(lease, cfg.lease_ttl).await {
-                Ok(true) => {}
+                Ok(true) => renewed = tokio::time::Instant::now(),
                 Ok(false) => {
                     tracing::warn!(agent_type = %self.agent_type, "lease was reclaimed; taking a new one");
                     return;

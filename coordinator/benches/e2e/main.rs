@@ -1,0 +1,224 @@
+//! End-to-end benchmarks of caucus on real servers and release binaries.
+//!
+//! ```text
+//! cargo build --release --workspace --bins
+//! CAUCUS_BIN_DIR=$PWD/target/release cargo bench -p caucus-coordinator --bench e2e
+//! ```
+//!
+//! Every scenario runs once and every ratio printed is between figures
+//! measured in this same run. Results and their reading: docs/BENCHMARKS.md.
+//! Not a test: `cargo test` never runs it (a test-mode build of it, e.g.
+//! from `cargo test --all-targets`, exits at once).
+
+mod latency;
+mod memory;
+mod planner;
+mod raw;
+mod scaleout;
+mod support;
+mod throughput;
+
+use std::time::Instant;
+
+use anyhow::Result;
+use caucus_harness::Stack;
+
+/// Stock-analysis workflows per throughput run (6 tasks each).
+const THROUGHPUT_ITEMS: usize = 2_000;
+/// Slots per agent type per worker in the throughput runs.
+const THROUGHPUT_SLOTS: u32 = 32;
+/// Round trips of the raw JetStream ceiling, and how many in flight.
+const RAW_TOTAL: usize = 30_000;
+const RAW_IN_FLIGHT: usize = 64;
+/// 100 ms tasks per worker in the scale-out runs.
+const SCALE_TASKS_PER_WORKER: usize = 40;
+/// Sequential workflows in the latency run.
+const LATENCY_WORKFLOWS: usize = 100;
+/// Items planned.
+const PLANNER_ITEMS: usize = 10_000;
+/// In-flight workflows for the memory figure, and per submit request.
+const MEMORY_WORKFLOWS: usize = 10_000;
+const MEMORY_PER_REQUEST: usize = 1_000;
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "MET"
+    } else {
+        "MISSED"
+    }
+}
+
+fn main() -> Result<()> {
+    // `cargo bench` passes `--bench`; any other invocation (a test-mode
+    // build) must not start servers.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("e2e benchmarks: run with `cargo bench -p caucus-coordinator --bench e2e`");
+        return Ok(());
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(all())
+}
+
+async fn all() -> Result<()> {
+    let started = Instant::now();
+    println!("caucus e2e benchmarks");
+    println!("  binaries: {}", support::bin_dir());
+    println!(
+        "  date:     {}",
+        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
+    );
+    println!(
+        "  cpus:     {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+
+    if selected(1) {
+        throughput_and_ceiling().await?;
+    }
+    if selected(2) {
+        scale_out().await?;
+    }
+    if selected(3) {
+        dispatch_latency().await?;
+    }
+    if selected(4) {
+        planner_time()?;
+    }
+    if selected(5) {
+        memory_per_workflow().await?;
+    }
+    println!(
+        "\ntotal bench time {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// `CAUCUS_BENCH_ONLY=1,3` runs only those scenarios (default: all).
+fn selected(n: u32) -> bool {
+    match std::env::var("CAUCUS_BENCH_ONLY") {
+        Ok(v) => v.split(',').any(|s| s.trim() == n.to_string()),
+        Err(_) => true,
+    }
+}
+
+async fn throughput_and_ceiling() -> Result<()> {
+    println!("\n[1] end-to-end throughput, no-op tasks, stock-analysis ({THROUGHPUT_ITEMS} items x 6 tasks, {THROUGHPUT_SLOTS} slots/agent/worker)");
+    let raw = {
+        let stack = Stack::start();
+        raw::round_trip(&stack.nats.url(), RAW_TOTAL, RAW_IN_FLIGHT).await?
+    };
+    println!("  raw JetStream round trip ({RAW_IN_FLIGHT} in flight): {raw:>8.0} tasks/s");
+    let mut best = 0.0f64;
+    for w in [1, 2, 4] {
+        let r = throughput::run(w, THROUGHPUT_SLOTS, THROUGHPUT_ITEMS).await?;
+        let tps = r.tasks_per_sec();
+        best = best.max(tps);
+        println!(
+            "  {} worker(s): {:>6} tasks in {:>6.2} s = {:>7.0} tasks/s  ({:.1}% of raw)",
+            r.workers,
+            r.tasks,
+            r.secs,
+            tps,
+            100.0 * tps / raw
+        );
+        let cpu: Vec<String> = r
+            .cpu
+            .iter()
+            .map(|(n, s)| format!("{n} {:.0} us", 1e6 * s / r.tasks as f64))
+            .collect();
+        println!("      CPU per task: {}", cpu.join(", "));
+        let stored: Vec<String> = r
+            .stored
+            .iter()
+            .map(|(n, c)| format!("{n} {:.2}", *c as f64 / r.tasks as f64))
+            .collect();
+        println!("      stored per task: {}", stored.join(", "));
+    }
+    println!(
+        "  target >= 5000 tasks/s: best {best:.0} -> {}; best/raw = {:.3}",
+        verdict(best >= 5000.0),
+        best / raw
+    );
+    Ok(())
+}
+
+async fn scale_out() -> Result<()> {
+    println!(
+        "\n[2] scale-out, {} ms tasks, 1 slot per worker, {SCALE_TASKS_PER_WORKER} tasks per worker",
+        scaleout::TASK_MS
+    );
+    let mut at8 = 0.0;
+    for w in [1, 2, 4, 8] {
+        let r = scaleout::run(w, SCALE_TASKS_PER_WORKER).await?;
+        let ratio = r.tasks_per_sec() / r.ideal();
+        if w == 8 {
+            at8 = ratio;
+        }
+        println!(
+            "  {} worker(s): {:>4} tasks in {:>5.2} s = {:>6.1} tasks/s, ideal {:>5.1} -> {:.1}% of ideal",
+            r.workers,
+            r.tasks,
+            r.secs,
+            r.tasks_per_sec(),
+            r.ideal(),
+            100.0 * ratio
+        );
+    }
+    println!(
+        "  target >= 90% of ideal at 8 workers: {:.1}% -> {}",
+        100.0 * at8,
+        verdict(at8 >= 0.9)
+    );
+    Ok(())
+}
+
+async fn dispatch_latency() -> Result<()> {
+    println!("\n[3] dispatch latency at low load ({LATENCY_WORKFLOWS} stock-analysis workflows one after another, 1 worker, idle slots)");
+    let l = latency::run(LATENCY_WORKFLOWS).await?;
+    for (name, v) in [
+        ("ready -> started   ", &l.ready_to_started),
+        ("ready -> dispatched", &l.ready_to_dispatched),
+        ("dispatch -> started", &l.dispatch_to_started),
+    ] {
+        let (p50, p99, max) = latency::summary(v);
+        println!(
+            "  {name}: n={:>4}  p50 {p50:>7.3} ms  p99 {p99:>7.3} ms  max {max:>7.3} ms",
+            v.len()
+        );
+    }
+    let (p50, _, _) = latency::summary(&l.dispatch_to_started);
+    let (r50, _, _) = latency::summary(&l.ready_to_started);
+    println!(
+        "  target p50 < 1 ms: dispatch->started {p50:.3} ms -> {}; ready->started {r50:.3} ms -> {}",
+        verdict(p50 < 1.0),
+        verdict(r50 < 1.0)
+    );
+    Ok(())
+}
+
+fn planner_time() -> Result<()> {
+    println!("\n[4] planner, stock-analysis x {PLANNER_ITEMS} items");
+    let (secs, tasks, makespan) = planner::run(PLANNER_ITEMS)?;
+    println!(
+        "  {tasks} tasks planned in {:.3} s (makespan {makespan} units) -> target < 1 s {}",
+        secs,
+        verdict(secs < 1.0)
+    );
+    Ok(())
+}
+
+async fn memory_per_workflow() -> Result<()> {
+    println!("\n[5] coordinator memory, {MEMORY_WORKFLOWS} in-flight stock-analysis workflows, no workers");
+    let m = memory::run(MEMORY_WORKFLOWS, MEMORY_PER_REQUEST).await?;
+    println!(
+        "  RSS {:.1} MiB -> {:.1} MiB: {:.0} bytes per workflow -> target < 10 KB {}",
+        m.before as f64 / 1048576.0,
+        m.after as f64 / 1048576.0,
+        m.per_workflow(),
+        verdict(m.per_workflow() < 10_240.0)
+    );
+    Ok(())
+}

@@ -1,0 +1,88 @@
+//! Scenario 1: end-to-end throughput of no-op tasks on the stock-analysis
+//! DAG with 1, 2 and 4 worker processes.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use caucus_harness::Stack;
+use serde_json::json;
+
+use crate::support::{
+    coordinator, items, server_pid, worker, Api, Completions, CpuMeter, STOCK_AGENTS,
+};
+
+/// Tasks per stock-analysis workflow.
+const TASKS_PER_ITEM: usize = 6;
+
+/// One run's result.
+pub struct Run {
+    pub workers: usize,
+    pub tasks: usize,
+    pub secs: f64,
+    /// CPU seconds per process group during the run.
+    pub cpu: Vec<(&'static str, f64)>,
+    /// Messages stored per stream (dispatches, events, KV record writes).
+    pub stored: Vec<(&'static str, u64)>,
+}
+
+impl Run {
+    pub fn tasks_per_sec(&self) -> f64 {
+        self.tasks as f64 / self.secs
+    }
+}
+
+/// Submits `n_items` with `workers` processes of `slots` slots per agent
+/// type; measures from the submit request to the last completed event.
+pub async fn run(workers: usize, slots: u32, n_items: usize) -> Result<Run> {
+    let stack = Stack::start();
+    let c = coordinator(&stack);
+    let w: Vec<_> = (0..workers)
+        .map(|_| worker(&stack, STOCK_AGENTS, slots, "noop"))
+        .collect();
+    let api = Api::connect(&stack).await?;
+    api.wait_capacity(STOCK_AGENTS, slots as usize * workers)
+        .await?;
+    let mut done = Completions::subscribe(&api.nats).await?;
+    let names = items("T", n_items);
+    let tasks = n_items * TASKS_PER_ITEM;
+    let meter = CpuMeter::start(vec![
+        ("coordinator", c.pid().into_iter().collect()),
+        ("workers", w.iter().filter_map(|s| s.pid()).collect()),
+        (
+            "nats-server",
+            server_pid("nats-server", stack.nats.port())
+                .into_iter()
+                .collect(),
+        ),
+        (
+            "redis-server",
+            server_pid("redis-server", stack.redis.port())
+                .into_iter()
+                .collect(),
+        ),
+    ]);
+    let t0 = Instant::now();
+    // A unit of 1 s keeps "overdue" alerts out of the run (tasks are no-ops
+    // and the worker does not pace them, so the unit changes nothing else).
+    api.submit(&names, json!("stock-analysis"), 1000).await?;
+    done.wait(tasks, Duration::from_secs(120)).await?;
+    let secs = t0.elapsed().as_secs_f64();
+    let cpu = meter.stop();
+    let js = async_nats::jetstream::new(api.nats.clone());
+    let mut stored = Vec::new();
+    for (label, name) in [
+        ("dispatches", "CAUCUS_TASKS"),
+        ("events", "CAUCUS_EVENTS"),
+        ("kv writes", "KV_caucus_workflows"),
+    ] {
+        let mut s = js.get_stream(name).await?;
+        stored.push((label, s.info().await?.state.last_sequence));
+    }
+    Ok(Run {
+        workers,
+        tasks,
+        secs,
+        cpu,
+        stored,
+    })
+}
