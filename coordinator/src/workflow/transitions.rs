@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use serde_json::Value;
 
-use caucus_shared::task::{ErrorClass, TaskDispatch, TaskEvent, TaskStatus, TASK_SCHEMA_VERSION};
+use caucus_shared::task::{TaskDispatch, TaskEvent, TaskStatus, TASK_SCHEMA_VERSION};
 
 use super::build::task_key;
-use super::{StageDef, TaskRunState, WorkflowRecord, WorkflowState};
+use super::{PauseSpec, StageDef, TaskRunState, Tier, TierRules, WorkflowRecord, WorkflowState};
+use crate::workflow::tiers::FailureFacts;
 
 /// What to do after a failed attempt.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,8 +22,14 @@ pub enum RetryDecision {
         /// Not before this time.
         at: DateTime<Utc>,
     },
-    /// The task and its workflow failed.
-    GiveUp,
+    /// Tier 2 or 3: the task failed and its workflow pauses (tier 3 also
+    /// escalates to a person).
+    Halt {
+        /// 2 or 3.
+        tier: Tier,
+        /// The tier rule that matched.
+        rule: String,
+    },
 }
 
 /// Result of applying one task event.
@@ -50,10 +57,7 @@ impl WorkflowRecord {
 
     /// Keys of tasks that are ready and not held back by a backoff.
     pub fn dispatchable(&self, now: DateTime<Utc>) -> Vec<String> {
-        if !matches!(
-            self.state,
-            WorkflowState::Pending | WorkflowState::Running | WorkflowState::Resuming
-        ) {
+        if !self.state.accepts_dispatch() {
             return Vec::new();
         }
         self.tasks
@@ -67,6 +71,9 @@ impl WorkflowRecord {
 
     /// Marks a ready task dispatched and returns the body to publish.
     pub fn dispatch(&mut self, key: &str, now: DateTime<Utc>) -> Option<TaskDispatch> {
+        if !self.state.accepts_dispatch() {
+            return None;
+        }
         let t = self.tasks.get(key)?;
         if t.state != TaskRunState::Ready {
             return None;
@@ -136,9 +143,35 @@ impl WorkflowRecord {
         ev.task_id.strip_prefix(&prefix).map(str::to_string)
     }
 
-    /// Applies a worker's event. Idempotent: a second completion, an event
-    /// for an older attempt or for a finished task changes nothing.
+    /// [`WorkflowRecord::apply_event_with`] the default tier rules.
     pub fn apply_event(&mut self, ev: &TaskEvent, now: DateTime<Utc>) -> EventOutcome {
+        self.apply_event_with(ev, now, &TierRules::default())
+    }
+
+    /// Applies a worker's event. Idempotent: a second completion, an event
+    /// for an older attempt or for a finished task changes nothing. Results
+    /// are recorded while pausing or paused too; a pausing workflow becomes
+    /// paused when its last in-flight task finishes. A failure is
+    /// classified by `tiers`.
+    pub fn apply_event_with(
+        &mut self,
+        ev: &TaskEvent,
+        now: DateTime<Utc>,
+        tiers: &TierRules,
+    ) -> EventOutcome {
+        let outcome = self.apply_event_inner(ev, now, tiers);
+        if !matches!(outcome, EventOutcome::Ignored(_)) {
+            self.settle_pause(now);
+        }
+        outcome
+    }
+
+    fn apply_event_inner(
+        &mut self,
+        ev: &TaskEvent,
+        now: DateTime<Utc>,
+        tiers: &TierRules,
+    ) -> EventOutcome {
         if self.state.is_terminal() {
             return EventOutcome::Ignored("workflow finished");
         }
@@ -200,34 +233,56 @@ impl WorkflowRecord {
                     .unwrap_or_default();
                 t.error = Some(err.clone());
                 t.worker_id = Some(ev.worker_id.clone());
+                let repeats = {
+                    let n = t.failure_counts.entry(err.error_type.clone()).or_default();
+                    *n += 1;
+                    *n
+                };
                 self.updated_at = now;
-                if err.class == ErrorClass::Transient && t.attempt < stage_retry.max_attempts {
+                let used = t.attempt.saturating_sub(t.attempt_base);
+                let c = tiers.classify(&FailureFacts {
+                    error: &err,
+                    retries_exhausted: used >= stage_retry.max_attempts,
+                    repeats,
+                });
+                if c.tier == Tier::Retry {
                     let next = t.attempt + 1;
-                    let at =
-                        now + ChronoDuration::milliseconds(stage_retry.backoff_ms(next) as i64);
+                    let at = now
+                        + ChronoDuration::milliseconds(
+                            stage_retry.backoff_ms(next - t.attempt_base) as i64,
+                        );
                     t.attempt = next;
                     t.state = TaskRunState::Ready;
                     t.started_at = None;
                     t.not_before = Some(at);
-                    EventOutcome::Failed(RetryDecision::Retry { attempt: next, at })
-                } else {
-                    t.state = TaskRunState::Failed;
-                    t.finished_at = Some(ev.at);
-                    let reason = format!(
-                        "task {key} failed after {} attempt(s): {}: {}",
-                        t.attempt, err.error_type, err.message
-                    );
-                    self.state = WorkflowState::Failed;
-                    self.finished_at = Some(now);
-                    self.failure = Some(reason);
-                    EventOutcome::Failed(RetryDecision::GiveUp)
+                    return EventOutcome::Failed(RetryDecision::Retry { attempt: next, at });
                 }
+                t.state = TaskRunState::Failed;
+                t.finished_at = Some(ev.at);
+                let reason = format!(
+                    "task {key} failed after {} attempt(s): {}: {}",
+                    used, err.error_type, err.message
+                );
+                self.failure = Some(reason.clone());
+                let spec = PauseSpec {
+                    reason: format!("tier {} ({}): {reason}", c.tier.number(), c.rule),
+                    trigger_source: format!("tier{}_failure", c.tier.number()),
+                    tier: Some(c.tier),
+                    failed_task: Some(key.clone()),
+                    ..PauseSpec::default()
+                };
+                // Cannot fail: the workflow is not terminal (checked above).
+                let _ = self.request_pause(spec, now);
+                EventOutcome::Failed(RetryDecision::Halt {
+                    tier: c.tier,
+                    rule: c.rule,
+                })
             }
         }
     }
 
     /// Waiting tasks whose dependencies all completed become ready.
-    fn promote_waiting(&mut self) -> Vec<String> {
+    pub(crate) fn promote_waiting(&mut self) -> Vec<String> {
         let done = |rec: &WorkflowRecord, stage: &str| {
             rec.tasks
                 .values()
@@ -282,7 +337,7 @@ impl WorkflowRecord {
 mod tests {
     use super::*;
     use crate::workflow::{instantiate, StageRetry};
-    use caucus_shared::task::TaskError;
+    use caucus_shared::task::{ErrorClass, TaskError};
 
     fn stage(name: &str, deps: &[&str], expected: f64) -> StageDef {
         StageDef {
@@ -429,8 +484,19 @@ mod tests {
         assert_eq!(d.attempt, 2);
         assert_eq!(d.msg_id(), format!("{}@2", r.task_id("screening")));
         let o = r.apply_event(&ev(&r, "screening", 2, TaskStatus::Failed), at);
-        assert_eq!(o, EventOutcome::Failed(RetryDecision::GiveUp));
-        assert_eq!(r.state, WorkflowState::Failed);
+        assert_eq!(
+            o,
+            EventOutcome::Failed(RetryDecision::Halt {
+                tier: Tier::Pause,
+                rule: "retries_exhausted".into()
+            })
+        );
+        // Tier 2: nothing else in flight, so paused at once.
+        assert_eq!(r.state, WorkflowState::Paused);
+        let p = r.pause.as_ref().unwrap();
+        assert_eq!(p.trigger_source, "tier2_failure");
+        assert_eq!(p.failed_tasks, vec!["screening".to_string()]);
+        assert!(!p.escalated);
         assert!(r.failure.as_deref().unwrap().contains("after 2 attempt(s)"));
     }
 
@@ -440,10 +506,13 @@ mod tests {
         r.dispatch("screening", Utc::now()).unwrap();
         let mut e = ev(&r, "screening", 1, TaskStatus::Failed);
         e.error.as_mut().unwrap().class = ErrorClass::Permanent;
-        assert_eq!(
+        assert!(matches!(
             r.apply_event(&e, Utc::now()),
-            EventOutcome::Failed(RetryDecision::GiveUp)
-        );
+            EventOutcome::Failed(RetryDecision::Halt {
+                tier: Tier::Pause,
+                ..
+            })
+        ));
     }
 
     #[test]
