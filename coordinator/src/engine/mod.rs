@@ -61,6 +61,13 @@ impl Engine {
         std::mem::take(&mut self.newly_paused)
     }
 
+    /// Puts `id` back on the newly-paused list (its checkpoint failed).
+    pub fn mark_paused_pending(&mut self, id: &str) {
+        if !self.newly_paused.iter().any(|x| x == id) {
+            self.newly_paused.push(id.to_string());
+        }
+    }
+
     /// Adds a new or reloaded workflow and queues what it can run (nothing
     /// while it is pausing or paused).
     pub fn insert(&mut self, rec: WorkflowRecord) {
