@@ -144,14 +144,29 @@ pub async fn ensure_consumer(
         .map_err(|e| format!("consumer {CONTROL_CONSUMER} on {stream}: {e}"))
 }
 
-/// Runs until `shutdown` (or the scheduler goes away).
+/// Creates the consumer, then runs until `shutdown` (or the scheduler
+/// goes away).
 pub async fn run(
-    consumer: jetstream::consumer::PullConsumer,
+    js: jetstream::Context,
+    subjects: Subjects,
+    ack_wait: Duration,
     dlq: Dlq,
     max_bytes: usize,
     scheduler: SchedulerHandle,
     shutdown: CancellationToken,
 ) {
+    let consumer = loop {
+        match ensure_consumer(&js, &subjects, ack_wait).await {
+            Ok(c) => break c,
+            Err(e) => {
+                tracing::warn!(error = %e, "control consumer unavailable; retrying");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                }
+            }
+        }
+    };
     loop {
         let mut messages = match consumer.messages().await {
             Ok(m) => m,

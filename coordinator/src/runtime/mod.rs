@@ -101,15 +101,14 @@ async fn open_kv(
 /// Runs until shutdown: stand by, lead, and stand by again if leadership
 /// is lost.
 pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), CoordinatorError> {
-    let store = open_store(&deps).await?;
     let cfg = &deps.config.coordinator;
     cfg.validate().map_err(CoordinatorError::Setup)?;
-    let checkpoints_kv = open_kv(&deps, checkpoints::CHECKPOINTS_BUCKET).await?;
-    let batches_kv = open_kv(&deps, batch::BATCHES_BUCKET).await?;
-    let control_consumer =
-        control_stream::ensure_consumer(&deps.js, &deps.subjects, deps.config.worker.ack_wait)
-            .await
-            .map_err(CoordinatorError::Setup)?;
+    // Set up concurrently: the API answers `standby` until this is done.
+    let (store, checkpoints_kv, batches_kv) = tokio::try_join!(
+        open_store(&deps),
+        open_kv(&deps, checkpoints::CHECKPOINTS_BUCKET),
+        open_kv(&deps, batch::BATCHES_BUCKET)
+    )?;
     let lock = OwnedLock::new(
         deps.redis.clone(),
         deps.subjects.prefix(),
@@ -199,7 +198,9 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             term.clone(),
         ));
         let ctl_task = tokio::spawn(control_stream::run(
-            control_consumer.clone(),
+            deps.js.clone(),
+            deps.subjects.clone(),
+            deps.config.worker.ack_wait,
             Dlq::new(deps.js.clone(), deps.subjects.clone()),
             deps.config.max_body_bytes,
             tx.clone(),
