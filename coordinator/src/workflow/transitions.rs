@@ -184,15 +184,22 @@ impl WorkflowRecord {
         if matches!(t.state, TaskRunState::Completed | TaskRunState::Failed) {
             return EventOutcome::Ignored("task already finished");
         }
+        // A coordinator that died after publishing a dispatch but before
+        // storing it left the task `ready` (attempt 0 before the first
+        // dispatch): the worker's events of that attempt are genuine, and
+        // ignoring them would leave the task stuck (the re-dispatch carries
+        // the same Nats-Msg-Id and is dropped as a duplicate).
+        if t.state == TaskRunState::Ready && t.attempt == 0 && ev.attempt == 1 {
+            t.attempt = 1;
+        }
         if ev.attempt != t.attempt || t.state == TaskRunState::Waiting {
             return EventOutcome::Ignored("stale attempt");
         }
         match ev.status {
             TaskStatus::Started | TaskStatus::Progress => {
-                if t.state == TaskRunState::Ready {
-                    // A retry is queued; a late event of the old attempt.
-                    return EventOutcome::Ignored("stale attempt");
-                }
+                // From `ready` only in the case above (older attempts were
+                // refused by the attempt check).
+                t.not_before = None;
                 t.state = TaskRunState::Running;
                 t.worker_id = Some(ev.worker_id.clone());
                 if t.started_at.is_none() || ev.status == TaskStatus::Started {
@@ -498,6 +505,35 @@ mod tests {
         assert_eq!(p.failed_tasks, vec!["screening".to_string()]);
         assert!(!p.escalated);
         assert!(r.failure.as_deref().unwrap().contains("after 2 attempt(s)"));
+    }
+
+    #[test]
+    fn events_of_an_unrecorded_dispatch_are_applied() {
+        // The stored record never saw the dispatch (crash between publish
+        // and persist); the worker ran attempt 1 anyway.
+        let mut r = instantiate("w".into(), "A".into(), "p".into(), stock(), 10, Utc::now());
+        let mut started = ev(&r, "screening", 1, TaskStatus::Started);
+        started.attempt = 1;
+        assert_eq!(r.apply_event(&started, Utc::now()), EventOutcome::Started);
+        assert_eq!(r.tasks["screening"].state, TaskRunState::Running);
+        let mut r = instantiate("w".into(), "A".into(), "p".into(), stock(), 10, Utc::now());
+        let done = ev(&r, "screening", 1, TaskStatus::Completed);
+        assert!(matches!(
+            r.apply_event(&done, Utc::now()),
+            EventOutcome::Completed { .. }
+        ));
+        assert!(
+            r.dispatch("screening", Utc::now()).is_none(),
+            "not run twice"
+        );
+        // Attempt 2 is not a first dispatch: still stale.
+        let mut r = instantiate("w".into(), "A".into(), "p".into(), stock(), 10, Utc::now());
+        let mut late = ev(&r, "screening", 2, TaskStatus::Completed);
+        late.attempt = 2;
+        assert_eq!(
+            r.apply_event(&late, Utc::now()),
+            EventOutcome::Ignored("stale attempt")
+        );
     }
 
     #[test]
