@@ -236,8 +236,10 @@ mod tests {
         let mut c = CoordinatorConfig::default();
         c.failure_tiers[0].tier = 4;
         assert!(c.validate().unwrap_err().contains("handler_bug"));
-        let mut c = CoordinatorConfig::default();
-        c.batch_failure_ratio = 0.0;
+        let c = CoordinatorConfig {
+            batch_failure_ratio: 0.0,
+            ..CoordinatorConfig::default()
+        };
         assert!(c.validate().is_err());
     }
 }
