@@ -253,7 +253,8 @@ async fn transient_errors_retry_and_overdue_is_flagged() {
     assert_eq!(wfs[0]["tasks"]["x"]["attempt"], 3);
     assert_eq!(wfs[0]["tasks"]["x"]["output"], json!({"ok": true}));
 
-    // One more transient failure than the policy allows: the workflow fails.
+    // One more transient failure than the policy allows: tier 2, the
+    // workflow pauses with a checkpoint (it used to fail).
     std::fs::write(&counter, "-5").unwrap();
     let p = pipeline(
         "retry2",
@@ -264,7 +265,7 @@ async fn transient_errors_retry_and_overdue_is_flagged() {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         let w = &api.status(&ids2).await[0];
-        if w["state"] == "failed" {
+        if w["state"] == "paused" {
             assert_eq!(w["tasks"]["x"]["attempt"], 2);
             assert!(
                 w["failure"]

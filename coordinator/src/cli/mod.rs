@@ -3,6 +3,7 @@
 
 mod client;
 mod demo;
+mod pause;
 mod plan;
 mod render;
 mod stack;
@@ -81,6 +82,37 @@ pub enum Command {
         #[arg(long)]
         tasks: bool,
     },
+    /// Pause a workflow (by id, or an item's latest workflow).
+    Pause {
+        /// Workflow id or item.
+        target: String,
+        /// Why (shown to people).
+        #[arg(long)]
+        reason: Option<String>,
+        /// Pause at once instead of waiting for in-flight tasks (their
+        /// results are still recorded).
+        #[arg(long)]
+        cancel_in_flight: bool,
+    },
+    /// Resume a paused workflow; `--dry-run` prints the plan only.
+    Resume {
+        /// Workflow id or item.
+        target: String,
+        /// Print the resume plan {restart, skip, wait}; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Re-dispatch in-flight tasks instead of waiting for them.
+        #[arg(long)]
+        restart_in_flight: bool,
+        /// Send an alert card when resumed.
+        #[arg(long)]
+        notify: bool,
+    },
+    /// Batch pause, resume and status.
+    Batch {
+        #[command(subcommand)]
+        command: pause::BatchCommand,
+    },
     /// Registered workers, slots, queue depth and the live bottleneck.
     Workers,
     /// The report of a finished workflow (by id or item).
@@ -132,6 +164,28 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Status { ids, state, tasks } => {
             submit::status(&client, ids, state, tasks, cli.json).await
         }
+        Command::Pause {
+            target,
+            reason,
+            cancel_in_flight,
+        } => pause::pause(&client, &target, reason, cancel_in_flight, cli.json).await,
+        Command::Resume {
+            target,
+            dry_run,
+            restart_in_flight,
+            notify,
+        } => {
+            pause::resume(
+                &client,
+                &target,
+                dry_run,
+                restart_in_flight,
+                notify,
+                cli.json,
+            )
+            .await
+        }
+        Command::Batch { command } => pause::batch(&client, command, cli.json).await,
         Command::Workers => workers::run(&client, cli.json).await,
         Command::Result { target } => submit::result(&client, &target).await,
         Command::Health { service } => client.health(&service).await,

@@ -60,7 +60,11 @@ pub async fn run(
     }
     let failed = fin["workflows"]
         .as_array()
-        .map(|a| a.iter().filter(|w| w["state"] == "failed").count())
+        .map(|a| {
+            a.iter()
+                .filter(|w| w["state"] == "failed" || w["state"] == "paused")
+                .count()
+        })
         .unwrap_or(0);
     Ok(if failed > 0 { 1 } else { 0 })
 }
@@ -84,7 +88,8 @@ pub async fn watch_until_done(
         let wfs = st["workflows"].as_array().cloned().unwrap_or_default();
         let done = wfs
             .iter()
-            .filter(|w| matches!(w["state"].as_str(), Some("completed" | "failed")))
+            // A paused workflow waits for a person: stop watching it.
+            .filter(|w| matches!(w["state"].as_str(), Some("completed" | "failed" | "paused")))
             .count();
         if draw {
             let mut out = std::io::stdout().lock();

@@ -11,7 +11,11 @@ use chrono::{DateTime, Utc};
 
 use caucus_shared::task::{TaskDispatch, TaskEvent};
 
-use crate::workflow::{EventOutcome, RetryDecision, TaskRunState, WorkflowRecord};
+use crate::workflow::{
+    EventOutcome, IllegalTransition, PauseOutcome, PauseSpec, ResumeError, RetryDecision,
+    TaskRunState, TierRules, WorkflowRecord, WorkflowState,
+};
+use caucus_shared::messages::ResumePlan;
 pub use queue::ReadyEntry;
 use queue::ReadyQueue;
 
@@ -35,6 +39,9 @@ pub struct Engine {
     /// Retries waiting for their backoff: (not_before, workflow, key).
     delayed: Vec<(DateTime<Utc>, String, String)>,
     seq: u64,
+    tiers: TierRules,
+    /// Workflows that reached PAUSED and still need their checkpoint.
+    newly_paused: Vec<String>,
 }
 
 impl Engine {
@@ -43,7 +50,26 @@ impl Engine {
         Self::default()
     }
 
-    /// Adds a new or reloaded workflow and queues what it can run.
+    /// Failure tier rules for task events (default: the built-in rules).
+    pub fn set_tiers(&mut self, tiers: TierRules) {
+        self.tiers = tiers;
+    }
+
+    /// Workflows that reached PAUSED without a stored checkpoint yet
+    /// (drained: the caller stores the checkpoints).
+    pub fn take_newly_paused(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.newly_paused)
+    }
+
+    /// Puts `id` back on the newly-paused list (its checkpoint failed).
+    pub fn mark_paused_pending(&mut self, id: &str) {
+        if !self.newly_paused.iter().any(|x| x == id) {
+            self.newly_paused.push(id.to_string());
+        }
+    }
+
+    /// Adds a new or reloaded workflow and queues what it can run (nothing
+    /// while it is pausing or paused).
     pub fn insert(&mut self, rec: WorkflowRecord) {
         let id = rec.workflow_id.clone();
         if let Some(old) = self.workflows.remove(&id) {
@@ -60,6 +86,14 @@ impl Engine {
             .filter(|(_, t)| t.state == TaskRunState::Ready)
             .map(|(k, _)| k.clone())
             .collect();
+        if rec.state == WorkflowState::Paused
+            && rec
+                .pause
+                .as_ref()
+                .is_some_and(|p| p.checkpoint_id.is_none())
+        {
+            self.newly_paused.push(id.clone());
+        }
         self.workflows.insert(id.clone(), rec);
         for k in ready {
             self.enqueue(&id, &k);
@@ -91,6 +125,9 @@ impl Engine {
         let Some(rec) = self.workflows.get(wf) else {
             return;
         };
+        if !rec.state.accepts_dispatch() {
+            return;
+        }
         let Some(t) = rec.tasks.get(key) else { return };
         if let Some(nb) = t.not_before {
             self.delayed.push((nb, wf.to_string(), key.to_string()));
@@ -140,7 +177,12 @@ impl Engine {
     /// Applies a task event; returns the outcome when the record changed.
     pub fn apply_event(&mut self, ev: &TaskEvent, now: DateTime<Utc>) -> Option<EventOutcome> {
         let rec = self.workflows.get_mut(&ev.workflow_id)?;
-        let outcome = rec.apply_event(ev, now);
+        let before = rec.state;
+        let outcome = rec.apply_event_with(ev, now, &self.tiers);
+        let after = rec.state;
+        if before != WorkflowState::Paused && after == WorkflowState::Paused {
+            self.newly_paused.push(ev.workflow_id.clone());
+        }
         let agent = ev.agent_type.clone();
         let finished_attempt = |this: &mut Self| {
             if let Some(n) = this.in_flight.get_mut(&agent) {
@@ -166,14 +208,55 @@ impl Engine {
                     .to_string();
                 self.delayed.push((*at, ev.workflow_id.clone(), key));
             }
-            EventOutcome::Failed(RetryDecision::GiveUp) => {
+            EventOutcome::Failed(RetryDecision::Halt { .. }) => {
                 finished_attempt(self);
-                for q in self.queues.values_mut() {
-                    q.remove_workflow(&ev.workflow_id);
-                }
             }
         }
+        if before.accepts_dispatch() && !after.accepts_dispatch() {
+            self.unqueue(&ev.workflow_id);
+        }
         Some(outcome)
+    }
+
+    fn unqueue(&mut self, wf: &str) {
+        for q in self.queues.values_mut() {
+            q.remove_workflow(wf);
+        }
+    }
+
+    /// Pauses a workflow: its queued tasks leave the ready queues; in-flight
+    /// ones finish (or not, with `cancel_in_flight`).
+    pub fn pause(
+        &mut self,
+        id: &str,
+        spec: PauseSpec,
+        now: DateTime<Utc>,
+    ) -> Option<Result<PauseOutcome, IllegalTransition>> {
+        let rec = self.workflows.get_mut(id)?;
+        let r = rec.request_pause(spec, now);
+        if let Ok(o) = &r {
+            if *o == PauseOutcome::Paused {
+                self.newly_paused.push(id.to_string());
+            }
+            if *o != PauseOutcome::AlreadyPaused {
+                self.unqueue(id);
+            }
+        }
+        Some(r)
+    }
+
+    /// Resumes a paused workflow following `plan` and queues what is ready;
+    /// returns the task keys given a new attempt.
+    pub fn resume(
+        &mut self,
+        id: &str,
+        plan: &ResumePlan,
+        now: DateTime<Utc>,
+    ) -> Option<Result<Vec<String>, ResumeError>> {
+        let mut rec = self.remove(id)?;
+        let r = rec.resume(plan, now);
+        self.insert(rec);
+        Some(r)
     }
 
     /// Puts a dispatched task back in its queue (its publish failed).

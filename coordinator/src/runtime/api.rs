@@ -196,6 +196,9 @@ pub fn workflow_json(r: &WorkflowRecord, with_tasks: bool) -> Value {
     if let Some(f) = &r.failure {
         m.insert("failure".into(), json!(f));
     }
+    if let Some(p) = &r.pause {
+        m.insert("pause".into(), json!(p));
+    }
     if with_tasks {
         let tasks: BTreeMap<&String, Value> = r
             .tasks

@@ -3,10 +3,17 @@
 //! tasks within the capacities read from Redis, and answers the control API.
 
 pub mod api;
+pub mod batch;
 mod capacity;
+pub mod checkpoints;
+pub mod control;
+pub mod control_api;
+pub mod control_stream;
 pub mod events;
 pub mod leader;
+pub mod pause;
 pub mod pipelines;
+mod publish;
 pub mod scheduler;
 pub mod store;
 
@@ -75,11 +82,33 @@ pub async fn open_store(deps: &CoordinatorDeps) -> Result<WorkflowStore, Coordin
     Ok(WorkflowStore::new(kv))
 }
 
+async fn open_kv(
+    deps: &CoordinatorDeps,
+    bucket: &str,
+) -> Result<async_nats::jetstream::kv::Store, CoordinatorError> {
+    ensure_kv(
+        &deps.js,
+        &deps.subjects,
+        bucket,
+        1,
+        std::time::Duration::ZERO,
+        deps.config.nats.replicas,
+    )
+    .await
+    .map_err(|e| CoordinatorError::Setup(e.to_string()))
+}
+
 /// Runs until shutdown: stand by, lead, and stand by again if leadership
 /// is lost.
 pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), CoordinatorError> {
-    let store = open_store(&deps).await?;
     let cfg = &deps.config.coordinator;
+    cfg.validate().map_err(CoordinatorError::Setup)?;
+    // Set up concurrently: the API answers `standby` until this is done.
+    let (store, checkpoints_kv, batches_kv) = tokio::try_join!(
+        open_store(&deps),
+        open_kv(&deps, checkpoints::CHECKPOINTS_BUCKET),
+        open_kv(&deps, batch::BATCHES_BUCKET)
+    )?;
     let lock = OwnedLock::new(
         deps.redis.clone(),
         deps.subjects.prefix(),
@@ -126,7 +155,21 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             caps.clone(),
             deps.clock.clone(),
             cfg.clone(),
-        );
+        )
+        .with_control(control::Control {
+            pauses: pause::PauseManager::new(
+                deps.js.clone(),
+                deps.subjects.clone(),
+                checkpoints::CheckpointStore::new(checkpoints_kv.clone()),
+                cfg.pause_reminders.clone(),
+                cfg.pause_escalate_from,
+            ),
+            batches: batch::BatchManager::new(
+                batches_kv.clone(),
+                cfg.batch_concurrency,
+                cfg.batch_failure_ratio,
+            ),
+        });
         match sched.load().await {
             Ok(n) => tracing::info!(workflows = n, "loaded unfinished workflows"),
             Err(e) => {
@@ -154,10 +197,19 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             tx.clone(),
             term.clone(),
         ));
+        let ctl_task = tokio::spawn(control_stream::run(
+            deps.js.clone(),
+            deps.subjects.clone(),
+            deps.config.worker.ack_wait,
+            Dlq::new(deps.js.clone(), deps.subjects.clone()),
+            deps.config.max_body_bytes,
+            tx.clone(),
+            term.clone(),
+        ));
         drop(tx);
         sched.run(rx, term.clone()).await;
         *current.write().expect("scheduler slot") = None;
-        let _ = tokio::join!(cap_task, ev_task, stop);
+        let _ = tokio::join!(cap_task, ev_task, ctl_task, stop);
         if deps.shutdown.is_cancelled() {
             let _ = keeper.await;
             break;
@@ -214,6 +266,13 @@ pub fn routes(svc: &mut caucus_shared::service::Service, slot: SharedScheduler) 
         });
     }
     svc.route("plan", |body| async move { api::plan(body) });
+    for op in control_api::OPERATIONS {
+        let slot = slot.clone();
+        svc.route(op, move |body| {
+            let slot = slot.clone();
+            async move { control_api::call(op, body, || leader_only(&slot)).await }
+        });
+    }
     {
         let slot = slot.clone();
         let heartbeat = ctx.config.worker.heartbeat_interval;

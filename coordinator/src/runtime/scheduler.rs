@@ -22,9 +22,11 @@ use caucus_shared::nats::trace;
 use caucus_shared::subjects::Subjects;
 use caucus_shared::task::{TaskDispatch, TaskEvent};
 
+use super::control::{Control, ControlOp};
 use super::store::{StoreError, WorkflowStore};
 use crate::engine::Engine;
-use crate::workflow::{EventOutcome, WorkflowRecord, WorkflowState};
+use crate::workflow::{EventOutcome, TierRules, WorkflowRecord, WorkflowState};
+use caucus_shared::nats::ApiError;
 
 /// Capacity per agent type as last read from Redis.
 pub type Capacities = Arc<RwLock<HashMap<String, usize>>>;
@@ -63,6 +65,13 @@ pub enum Command {
     },
     /// Capacity changed: try dispatching.
     Poke,
+    /// Pause, resume and batch operations.
+    Control {
+        /// The operation.
+        op: ControlOp,
+        /// The reply body or error.
+        reply: oneshot::Sender<Result<Value, ApiError>>,
+    },
     /// Load per agent type.
     Load {
         /// The reply.
@@ -89,6 +98,7 @@ pub struct Scheduler {
     capacities: Capacities,
     clock: SharedClock,
     cfg: CoordinatorConfig,
+    control: Option<Control>,
 }
 
 impl Scheduler {
@@ -101,8 +111,10 @@ impl Scheduler {
         clock: SharedClock,
         cfg: CoordinatorConfig,
     ) -> Self {
+        let mut engine = Engine::new();
+        engine.set_tiers(TierRules::new(cfg.failure_tiers.clone()));
         Scheduler {
-            engine: Engine::new(),
+            engine,
             revisions: HashMap::new(),
             dirty: HashSet::new(),
             pending_acks: Vec::new(),
@@ -113,7 +125,21 @@ impl Scheduler {
             capacities,
             clock,
             cfg,
+            control: None,
         }
+    }
+
+    /// Adds pause/resume, batches and failure events.
+    pub fn with_control(mut self, control: Control) -> Self {
+        self.control = Some(control);
+        self
+    }
+
+    fn capacity_snapshot(&self) -> HashMap<String, usize> {
+        self.capacities
+            .read()
+            .map(|c| c.clone())
+            .unwrap_or_default()
     }
 
     /// Loads every unfinished workflow from KV (start-up / takeover).
@@ -127,6 +153,9 @@ impl Scheduler {
             self.revisions.insert(rec.workflow_id.clone(), rev);
             self.engine.insert(rec);
             n += 1;
+        }
+        if let Some(c) = self.control.as_mut() {
+            c.load(&self.engine).await.map_err(StoreError::Nats)?;
         }
         Ok(n)
     }
@@ -178,8 +207,11 @@ impl Scheduler {
                             .push(msg);
                         continue;
                     }
-                    if outcome.is_some() {
+                    if let Some(outcome) = outcome {
                         self.dirty.insert(ev.workflow_id.clone());
+                        if let Some(c) = self.control.as_mut() {
+                            c.on_outcome(&ev, &outcome, &self.engine);
+                        }
                     } else if !self.revisions.contains_key(&ev.workflow_id)
                         && self.engine.get(&ev.workflow_id).is_none()
                     {
@@ -191,6 +223,18 @@ impl Scheduler {
             Command::Status { filter, reply } => {
                 let v = self.status(&filter).await;
                 let _ = reply.send(v);
+            }
+            Command::Control { op, reply } => {
+                let now = self.clock.now();
+                let caps = self.capacity_snapshot();
+                let r = match self.control.as_mut() {
+                    Some(c) => c.handle(op, &mut self.engine, &mut self.dirty, &caps, now),
+                    None => Err(ApiError::new(
+                        "unavailable",
+                        "pause/resume is not enabled on this scheduler",
+                    )),
+                };
+                let _ = reply.send(r);
             }
             Command::Poke => {}
             Command::Load { reply } => {
@@ -256,6 +300,14 @@ impl Scheduler {
                     .await;
             }
         }
+        if let Some(c) = self.control.as_mut() {
+            let caps = self
+                .capacities
+                .read()
+                .map(|c| c.clone())
+                .unwrap_or_default();
+            c.tick(&mut self.engine, &mut self.dirty, &caps, now).await;
+        }
         self.evict_finished(now);
     }
 
@@ -289,6 +341,9 @@ impl Scheduler {
         self.dirty.extend(dirty);
         if !dispatches.is_empty() {
             self.publish(dispatches).await;
+        }
+        if let Some(c) = self.control.as_mut() {
+            c.flush(&mut self.engine, &mut self.dirty, now).await;
         }
         self.persist().await;
     }
@@ -386,7 +441,7 @@ impl Scheduler {
         };
         if f.ids.is_empty() {
             let mut recs: Vec<&WorkflowRecord> = self.engine.workflows().collect();
-            recs.sort_by_key(|a| a.created_at);
+            recs.sort_by_key(|r| r.created_at);
             recs.into_iter().for_each(&mut push);
         } else {
             for id in &f.ids {

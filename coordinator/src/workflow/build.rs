@@ -152,6 +152,8 @@ pub fn instantiate(
                     output: None,
                     error: None,
                     overdue: false,
+                    attempt_base: 0,
+                    failure_counts: BTreeMap::new(),
                 },
             );
         }
@@ -169,5 +171,7 @@ pub fn instantiate(
         updated_at: now,
         finished_at: None,
         failure: None,
+        pause: None,
+        pause_count: 0,
     }
 }

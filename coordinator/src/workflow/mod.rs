@@ -4,11 +4,23 @@
 //! turns the returned effects into NATS publishes.
 
 mod build;
+mod pause;
 mod record;
+mod resume;
+mod tiers;
 mod transitions;
 
 pub use build::{instantiate, StageDef, StageRetry};
+pub use pause::{IllegalTransition, PauseInfo, PauseOutcome, PauseSpec};
 pub use record::{
     TaskRecord, TaskRunState, WorkflowRecord, WorkflowState, WORKFLOW_SCHEMA_VERSION,
 };
+pub use resume::{
+    checkpoint_id, resolve, Checkpoint, CompletedTask, FailedTask, InFlightPolicy, InFlightTask,
+    ResumeError, CHECKPOINT_SCHEMA_VERSION,
+};
+pub use tiers::{Classification, FailureFacts, Tier, TierRules};
 pub use transitions::{EventOutcome, RetryDecision};
+
+#[cfg(test)]
+mod pause_tests;

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use caucus_shared::task::TaskError;
 
-use super::StageDef;
+use super::{PauseInfo, StageDef};
 
 /// Version of the stored record.
 pub const WORKFLOW_SCHEMA_VERSION: u32 = 1;
@@ -64,6 +64,20 @@ impl WorkflowState {
     /// Completed or failed.
     pub fn is_terminal(self) -> bool {
         matches!(self, WorkflowState::Completed | WorkflowState::Failed)
+    }
+
+    /// Whether its ready tasks may be dispatched.
+    pub fn accepts_dispatch(self) -> bool {
+        matches!(
+            self,
+            WorkflowState::Pending | WorkflowState::Running | WorkflowState::Resuming
+        )
+    }
+}
+
+impl std::fmt::Display for WorkflowState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -125,6 +139,18 @@ pub struct TaskRecord {
     /// Ran longer than its expected duration.
     #[serde(default)]
     pub overdue: bool,
+    /// Attempts used before the last resume restarted it; the retry policy
+    /// counts attempts above this.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempt_base: u32,
+    /// Failed attempts per `error_type`, across resumes (tier rules use it
+    /// to spot a repeated permanent error).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failure_counts: BTreeMap<String, u32>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One item through one pipeline.
@@ -154,9 +180,15 @@ pub struct WorkflowRecord {
     /// When it completed or failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<DateTime<Utc>>,
-    /// Why it failed.
+    /// Why it failed (or, for a tier-2/3 pause, which task failed how).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// The current pause, while pausing or paused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause: Option<PauseInfo>,
+    /// Pauses so far (numbers checkpoints and alert ids).
+    #[serde(default)]
+    pub pause_count: u32,
 }
 
 impl WorkflowRecord {

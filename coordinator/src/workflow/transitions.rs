@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use serde_json::Value;
 
-use caucus_shared::task::{ErrorClass, TaskDispatch, TaskEvent, TaskStatus, TASK_SCHEMA_VERSION};
+use caucus_shared::task::{TaskDispatch, TaskEvent, TaskStatus, TASK_SCHEMA_VERSION};
 
 use super::build::task_key;
-use super::{StageDef, TaskRunState, WorkflowRecord, WorkflowState};
+use super::{PauseSpec, StageDef, TaskRunState, Tier, TierRules, WorkflowRecord, WorkflowState};
+use crate::workflow::tiers::FailureFacts;
 
 /// What to do after a failed attempt.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,8 +22,14 @@ pub enum RetryDecision {
         /// Not before this time.
         at: DateTime<Utc>,
     },
-    /// The task and its workflow failed.
-    GiveUp,
+    /// Tier 2 or 3: the task failed and its workflow pauses (tier 3 also
+    /// escalates to a person).
+    Halt {
+        /// 2 or 3.
+        tier: Tier,
+        /// The tier rule that matched.
+        rule: String,
+    },
 }
 
 /// Result of applying one task event.
@@ -50,10 +57,7 @@ impl WorkflowRecord {
 
     /// Keys of tasks that are ready and not held back by a backoff.
     pub fn dispatchable(&self, now: DateTime<Utc>) -> Vec<String> {
-        if !matches!(
-            self.state,
-            WorkflowState::Pending | WorkflowState::Running | WorkflowState::Resuming
-        ) {
+        if !self.state.accepts_dispatch() {
             return Vec::new();
         }
         self.tasks
@@ -67,6 +71,9 @@ impl WorkflowRecord {
 
     /// Marks a ready task dispatched and returns the body to publish.
     pub fn dispatch(&mut self, key: &str, now: DateTime<Utc>) -> Option<TaskDispatch> {
+        if !self.state.accepts_dispatch() {
+            return None;
+        }
         let t = self.tasks.get(key)?;
         if t.state != TaskRunState::Ready {
             return None;
@@ -136,9 +143,35 @@ impl WorkflowRecord {
         ev.task_id.strip_prefix(&prefix).map(str::to_string)
     }
 
-    /// Applies a worker's event. Idempotent: a second completion, an event
-    /// for an older attempt or for a finished task changes nothing.
+    /// [`WorkflowRecord::apply_event_with`] the default tier rules.
     pub fn apply_event(&mut self, ev: &TaskEvent, now: DateTime<Utc>) -> EventOutcome {
+        self.apply_event_with(ev, now, &TierRules::default())
+    }
+
+    /// Applies a worker's event. Idempotent: a second completion, an event
+    /// for an older attempt or for a finished task changes nothing. Results
+    /// are recorded while pausing or paused too; a pausing workflow becomes
+    /// paused when its last in-flight task finishes. A failure is
+    /// classified by `tiers`.
+    pub fn apply_event_with(
+        &mut self,
+        ev: &TaskEvent,
+        now: DateTime<Utc>,
+        tiers: &TierRules,
+    ) -> EventOutcome {
+        let outcome = self.apply_event_inner(ev, now, tiers);
+        if !matches!(outcome, EventOutcome::Ignored(_)) {
+            self.settle_pause(now);
+        }
+        outcome
+    }
+
+    fn apply_event_inner(
+        &mut self,
+        ev: &TaskEvent,
+        now: DateTime<Utc>,
+        tiers: &TierRules,
+    ) -> EventOutcome {
         if self.state.is_terminal() {
             return EventOutcome::Ignored("workflow finished");
         }
@@ -151,15 +184,22 @@ impl WorkflowRecord {
         if matches!(t.state, TaskRunState::Completed | TaskRunState::Failed) {
             return EventOutcome::Ignored("task already finished");
         }
+        // A coordinator that died after publishing a dispatch but before
+        // storing it left the task `ready` (attempt 0 before the first
+        // dispatch): the worker's events of that attempt are genuine, and
+        // ignoring them would leave the task stuck (the re-dispatch carries
+        // the same Nats-Msg-Id and is dropped as a duplicate).
+        if t.state == TaskRunState::Ready && t.attempt == 0 && ev.attempt == 1 {
+            t.attempt = 1;
+        }
         if ev.attempt != t.attempt || t.state == TaskRunState::Waiting {
             return EventOutcome::Ignored("stale attempt");
         }
         match ev.status {
             TaskStatus::Started | TaskStatus::Progress => {
-                if t.state == TaskRunState::Ready {
-                    // A retry is queued; a late event of the old attempt.
-                    return EventOutcome::Ignored("stale attempt");
-                }
+                // From `ready` only in the case above (older attempts were
+                // refused by the attempt check).
+                t.not_before = None;
                 t.state = TaskRunState::Running;
                 t.worker_id = Some(ev.worker_id.clone());
                 if t.started_at.is_none() || ev.status == TaskStatus::Started {
@@ -200,34 +240,56 @@ impl WorkflowRecord {
                     .unwrap_or_default();
                 t.error = Some(err.clone());
                 t.worker_id = Some(ev.worker_id.clone());
+                let repeats = {
+                    let n = t.failure_counts.entry(err.error_type.clone()).or_default();
+                    *n += 1;
+                    *n
+                };
                 self.updated_at = now;
-                if err.class == ErrorClass::Transient && t.attempt < stage_retry.max_attempts {
+                let used = t.attempt.saturating_sub(t.attempt_base);
+                let c = tiers.classify(&FailureFacts {
+                    error: &err,
+                    retries_exhausted: used >= stage_retry.max_attempts,
+                    repeats,
+                });
+                if c.tier == Tier::Retry {
                     let next = t.attempt + 1;
-                    let at =
-                        now + ChronoDuration::milliseconds(stage_retry.backoff_ms(next) as i64);
+                    let at = now
+                        + ChronoDuration::milliseconds(
+                            stage_retry.backoff_ms(next - t.attempt_base) as i64,
+                        );
                     t.attempt = next;
                     t.state = TaskRunState::Ready;
                     t.started_at = None;
                     t.not_before = Some(at);
-                    EventOutcome::Failed(RetryDecision::Retry { attempt: next, at })
-                } else {
-                    t.state = TaskRunState::Failed;
-                    t.finished_at = Some(ev.at);
-                    let reason = format!(
-                        "task {key} failed after {} attempt(s): {}: {}",
-                        t.attempt, err.error_type, err.message
-                    );
-                    self.state = WorkflowState::Failed;
-                    self.finished_at = Some(now);
-                    self.failure = Some(reason);
-                    EventOutcome::Failed(RetryDecision::GiveUp)
+                    return EventOutcome::Failed(RetryDecision::Retry { attempt: next, at });
                 }
+                t.state = TaskRunState::Failed;
+                t.finished_at = Some(ev.at);
+                let reason = format!(
+                    "task {key} failed after {} attempt(s): {}: {}",
+                    used, err.error_type, err.message
+                );
+                self.failure = Some(reason.clone());
+                let spec = PauseSpec {
+                    reason: format!("tier {} ({}): {reason}", c.tier.number(), c.rule),
+                    trigger_source: format!("tier{}_failure", c.tier.number()),
+                    tier: Some(c.tier),
+                    failed_task: Some(key.clone()),
+                    ..PauseSpec::default()
+                };
+                // Cannot fail: the workflow is not terminal (checked above).
+                let _ = self.request_pause(spec, now);
+                EventOutcome::Failed(RetryDecision::Halt {
+                    tier: c.tier,
+                    rule: c.rule,
+                })
             }
         }
     }
 
     /// Waiting tasks whose dependencies all completed become ready.
-    fn promote_waiting(&mut self) -> Vec<String> {
+    pub(crate) fn promote_waiting(&mut self) -> Vec<String> {
         let done = |rec: &WorkflowRecord, stage: &str| {
             rec.tasks
                 .values()
@@ -282,7 +344,7 @@ impl WorkflowRecord {
 mod tests {
     use super::*;
     use crate::workflow::{instantiate, StageRetry};
-    use caucus_shared::task::TaskError;
+    use caucus_shared::task::{ErrorClass, TaskError};
 
     fn stage(name: &str, deps: &[&str], expected: f64) -> StageDef {
         StageDef {
@@ -429,9 +491,49 @@ mod tests {
         assert_eq!(d.attempt, 2);
         assert_eq!(d.msg_id(), format!("{}@2", r.task_id("screening")));
         let o = r.apply_event(&ev(&r, "screening", 2, TaskStatus::Failed), at);
-        assert_eq!(o, EventOutcome::Failed(RetryDecision::GiveUp));
-        assert_eq!(r.state, WorkflowState::Failed);
+        assert_eq!(
+            o,
+            EventOutcome::Failed(RetryDecision::Halt {
+                tier: Tier::Pause,
+                rule: "retries_exhausted".into()
+            })
+        );
+        // Tier 2: nothing else in flight, so paused at once.
+        assert_eq!(r.state, WorkflowState::Paused);
+        let p = r.pause.as_ref().unwrap();
+        assert_eq!(p.trigger_source, "tier2_failure");
+        assert_eq!(p.failed_tasks, vec!["screening".to_string()]);
+        assert!(!p.escalated);
         assert!(r.failure.as_deref().unwrap().contains("after 2 attempt(s)"));
+    }
+
+    #[test]
+    fn events_of_an_unrecorded_dispatch_are_applied() {
+        // The stored record never saw the dispatch (crash between publish
+        // and persist); the worker ran attempt 1 anyway.
+        let mut r = instantiate("w".into(), "A".into(), "p".into(), stock(), 10, Utc::now());
+        let mut started = ev(&r, "screening", 1, TaskStatus::Started);
+        started.attempt = 1;
+        assert_eq!(r.apply_event(&started, Utc::now()), EventOutcome::Started);
+        assert_eq!(r.tasks["screening"].state, TaskRunState::Running);
+        let mut r = instantiate("w".into(), "A".into(), "p".into(), stock(), 10, Utc::now());
+        let done = ev(&r, "screening", 1, TaskStatus::Completed);
+        assert!(matches!(
+            r.apply_event(&done, Utc::now()),
+            EventOutcome::Completed { .. }
+        ));
+        assert!(
+            r.dispatch("screening", Utc::now()).is_none(),
+            "not run twice"
+        );
+        // Attempt 2 is not a first dispatch: still stale.
+        let mut r = instantiate("w".into(), "A".into(), "p".into(), stock(), 10, Utc::now());
+        let mut late = ev(&r, "screening", 2, TaskStatus::Completed);
+        late.attempt = 2;
+        assert_eq!(
+            r.apply_event(&late, Utc::now()),
+            EventOutcome::Ignored("stale attempt")
+        );
     }
 
     #[test]
@@ -440,10 +542,13 @@ mod tests {
         r.dispatch("screening", Utc::now()).unwrap();
         let mut e = ev(&r, "screening", 1, TaskStatus::Failed);
         e.error.as_mut().unwrap().class = ErrorClass::Permanent;
-        assert_eq!(
+        assert!(matches!(
             r.apply_event(&e, Utc::now()),
-            EventOutcome::Failed(RetryDecision::GiveUp)
-        );
+            EventOutcome::Failed(RetryDecision::Halt {
+                tier: Tier::Pause,
+                ..
+            })
+        ));
     }
 
     #[test]

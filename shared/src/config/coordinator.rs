@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::task::ErrorClass;
+
 /// Coordinator settings.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -25,10 +27,141 @@ pub struct CoordinatorConfig {
     pub retain_finished: Duration,
     /// Events applied per batch before state is persisted.
     pub event_batch: usize,
+    /// Alerts while a workflow stays paused, measured from the moment it
+    /// paused; each fires once (reminders first, the later ones escalate).
+    /// Env: `CAUCUS_COORDINATOR_PAUSE_REMINDERS=3d,7d,14d,30d`.
+    #[serde(with = "duration_list")]
+    pub pause_reminders: Vec<Duration>,
+    /// Reminders from this index on (0-based) are escalations (`critical`).
+    pub pause_escalate_from: usize,
+    /// Default number of workflows a batch resumes at once.
+    pub batch_concurrency: u32,
+    /// A batch stops once more than this share of its finished operations
+    /// failed (checked after the first wave of `concurrency` operations).
+    pub batch_failure_ratio: f64,
+    /// Failure tier rules: the first that matches a failed attempt decides
+    /// its tier (1 retry, 2 pause, 3 escalate). See docs/PAUSE-RESUME.md.
+    pub failure_tiers: Vec<TierRule>,
+}
+
+/// One failure classification rule. Every condition given must hold;
+/// conditions left out match anything.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TierRule {
+    /// Name shown in alerts and logs.
+    pub name: String,
+    /// 1 retry with backoff, 2 pause with a checkpoint, 3 escalate to a person.
+    pub tier: u8,
+    /// Matches when the error's `error_type` is one of these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub error_types: Vec<String>,
+    /// Matches when the error's class is this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<ErrorClass>,
+    /// Matches when the message contains one of these (case-insensitive).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub message_contains: Vec<String>,
+    /// Matches only when the stage's retry policy is (true) or is not
+    /// (false) used up by this attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries_exhausted: Option<bool>,
+    /// Matches only when the task has failed with this same `error_type`
+    /// at least this many times (this failure included, across resumes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_repeats: Option<u32>,
+}
+
+impl TierRule {
+    fn new(name: &str, tier: u8) -> Self {
+        TierRule {
+            name: name.into(),
+            tier,
+            error_types: Vec::new(),
+            class: None,
+            message_contains: Vec::new(),
+            retries_exhausted: None,
+            min_repeats: None,
+        }
+    }
+
+    /// The built-in rules, in order.
+    pub fn defaults() -> Vec<TierRule> {
+        let strs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        vec![
+            TierRule {
+                error_types: strs(&["handler_panic", "invalid_pipeline", "no_builtin"]),
+                ..TierRule::new("handler_bug", 3)
+            },
+            TierRule {
+                class: Some(ErrorClass::Permanent),
+                min_repeats: Some(2),
+                ..TierRule::new("permanent_error_repeated", 3)
+            },
+            TierRule {
+                error_types: strs(&[
+                    "quota_exceeded",
+                    "api_quota_exceeded",
+                    "rate_limited",
+                    "data_not_found",
+                    "not_found",
+                ]),
+                message_contains: Vec::new(),
+                ..TierRule::new("quota_or_missing_data", 2)
+            },
+            TierRule {
+                message_contains: strs(&["quota exceeded", "rate limit exceeded"]),
+                ..TierRule::new("quota_message", 2)
+            },
+            TierRule {
+                error_types: strs(&["timeout", "connection_error"]),
+                class: Some(ErrorClass::Transient),
+                retries_exhausted: Some(false),
+                ..TierRule::new("network", 1)
+            },
+            TierRule {
+                class: Some(ErrorClass::Transient),
+                retries_exhausted: Some(false),
+                ..TierRule::new("transient", 1)
+            },
+            TierRule {
+                retries_exhausted: Some(true),
+                ..TierRule::new("retries_exhausted", 2)
+            },
+        ]
+    }
+}
+
+impl CoordinatorConfig {
+    /// Checks the pause, batch and tier settings.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.batch_concurrency == 0 {
+            return Err("coordinator.batch_concurrency must be at least 1".into());
+        }
+        if !(self.batch_failure_ratio > 0.0 && self.batch_failure_ratio <= 1.0) {
+            return Err(format!(
+                "coordinator.batch_failure_ratio {} must be in (0, 1]",
+                self.batch_failure_ratio
+            ));
+        }
+        if self.pause_reminders.windows(2).any(|w| w[0] > w[1]) {
+            return Err("coordinator.pause_reminders must be in ascending order".into());
+        }
+        for r in &self.failure_tiers {
+            if !(1..=3).contains(&r.tier) {
+                return Err(format!(
+                    "coordinator.failure_tiers rule `{}`: tier {} must be 1, 2 or 3",
+                    r.name, r.tier
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for CoordinatorConfig {
     fn default() -> Self {
+        let day = Duration::from_secs(24 * 3600);
         CoordinatorConfig {
             leader_lease: Duration::from_secs(10),
             time_unit: Duration::from_secs(1),
@@ -36,6 +169,77 @@ impl Default for CoordinatorConfig {
             tick: Duration::from_millis(200),
             retain_finished: Duration::from_secs(600),
             event_batch: 256,
+            pause_reminders: vec![day * 3, day * 7, day * 14, day * 30],
+            pause_escalate_from: 2,
+            batch_concurrency: 5,
+            batch_failure_ratio: 0.5,
+            failure_tiers: TierRule::defaults(),
         }
+    }
+}
+
+/// A list of humantime durations (`["3d", "7d"]`).
+mod duration_list {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[Duration], s: S) -> Result<S::Ok, S::Error> {
+        v.iter()
+            .map(|d| humantime::format_duration(*d).to_string())
+            .collect::<Vec<_>>()
+            .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Duration>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|s| {
+                humantime::parse_duration(s.trim())
+                    .map_err(|e| serde::de::Error::custom(format!("duration `{s}`: {e}")))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ConfigLoader;
+
+    #[test]
+    fn reminders_parse_from_env_and_round_trip() {
+        let c = ConfigLoader::new()
+            .env(vec![(
+                "CAUCUS_COORDINATOR_PAUSE_REMINDERS".to_string(),
+                "50ms, 1s".to_string(),
+            )])
+            .load()
+            .unwrap();
+        assert_eq!(
+            c.coordinator.pause_reminders,
+            vec![Duration::from_millis(50), Duration::from_secs(1)]
+        );
+        let d = CoordinatorConfig::default();
+        assert_eq!(d.pause_reminders[0], Duration::from_secs(3 * 86400));
+        assert!(d.validate().is_ok());
+        let e = ConfigLoader::new()
+            .set("coordinator.pause_reminders", "soon")
+            .load()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("soon"), "{e}");
+    }
+
+    #[test]
+    fn bad_tier_settings_are_named() {
+        let mut c = CoordinatorConfig::default();
+        c.failure_tiers[0].tier = 4;
+        assert!(c.validate().unwrap_err().contains("handler_bug"));
+        let c = CoordinatorConfig {
+            batch_failure_ratio: 0.0,
+            ..CoordinatorConfig::default()
+        };
+        assert!(c.validate().is_err());
     }
 }

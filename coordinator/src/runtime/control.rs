@@ -1,0 +1,290 @@
+//! Pause, resume and batch operations inside the scheduler task (the only
+//! writer of workflow records), for the API and the control stream alike.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use caucus_shared::messages::{BatchTrigger, ResumePlan};
+use caucus_shared::nats::ApiError;
+use caucus_shared::task::TaskEvent;
+
+use super::batch::{BatchManager, BatchPauseArgs, BatchResumeArgs};
+use super::pause::PauseManager;
+use super::publish::alert;
+use crate::engine::Engine;
+use crate::workflow::{
+    EventOutcome, InFlightPolicy, PauseOutcome, PauseSpec, ResumeError, WorkflowRecord,
+};
+
+/// Error code of a state change the machine does not allow.
+pub const CODE_ILLEGAL_TRANSITION: &str = "illegal_transition";
+/// Error code of a resume plan that contradicts the record.
+pub const CODE_INVALID_PLAN: &str = "invalid_plan";
+
+/// `coordinator.pause` body.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PauseArgs {
+    /// The workflow…
+    #[serde(default)]
+    pub workflow_id: Option<String>,
+    /// …or the item (its latest workflow).
+    #[serde(default)]
+    pub item: Option<String>,
+    /// Why (default "paused by request").
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Who asks (default `api`).
+    #[serde(default)]
+    pub trigger_source: Option<String>,
+    /// Pause at once; in-flight results are still recorded when they come.
+    #[serde(default)]
+    pub cancel_in_flight: bool,
+}
+
+/// `coordinator.resume` body.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeArgs {
+    /// The workflow…
+    #[serde(default)]
+    pub workflow_id: Option<String>,
+    /// …or the item (its latest workflow).
+    #[serde(default)]
+    pub item: Option<String>,
+    /// Only compute and return the plan.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// In-flight tasks: `wait` (default) or `restart`.
+    #[serde(default)]
+    pub in_flight: InFlightPolicy,
+    /// A plan to follow instead of the computed one.
+    #[serde(default)]
+    pub plan: Option<ResumePlan>,
+    /// Send an alert card when resumed.
+    #[serde(default)]
+    pub notify: bool,
+}
+
+/// `coordinator.batch_status` body.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchStatusArgs {
+    /// The batch.
+    pub batch_id: String,
+}
+
+/// One control operation.
+#[derive(Debug, Clone)]
+pub enum ControlOp {
+    /// Pause one workflow.
+    Pause(PauseArgs),
+    /// Resume one workflow (or dry-run its plan).
+    Resume(ResumeArgs),
+    /// Pause many.
+    BatchPause(BatchPauseArgs),
+    /// Resume many.
+    BatchResume(BatchResumeArgs),
+    /// A batch's counts.
+    BatchStatus(BatchStatusArgs),
+    /// A correlator's trigger.
+    BatchTrigger(BatchTrigger),
+}
+
+/// Pause and batch state of the leader.
+pub struct Control {
+    /// Checkpoints, notifications, reminders, failure events.
+    pub pauses: PauseManager,
+    /// Batches.
+    pub batches: BatchManager,
+}
+
+fn target<'a>(
+    engine: &'a Engine,
+    workflow_id: &Option<String>,
+    item: &Option<String>,
+) -> Result<&'a WorkflowRecord, ApiError> {
+    match (workflow_id, item) {
+        (Some(id), _) => engine.get(id).ok_or_else(|| {
+            ApiError::not_found(format!("no workflow `{id}` held by the coordinator"))
+        }),
+        (None, Some(item)) => engine
+            .workflows()
+            .filter(|r| &r.item == item)
+            .max_by(|a, b| (a.created_at, &a.workflow_id).cmp(&(b.created_at, &b.workflow_id)))
+            .ok_or_else(|| ApiError::not_found(format!("no workflow for item `{item}`"))),
+        (None, None) => Err(ApiError::bad_request("name a `workflow_id` or an `item`")),
+    }
+}
+
+fn illegal(e: impl std::fmt::Display) -> ApiError {
+    ApiError::new(CODE_ILLEGAL_TRANSITION, e.to_string())
+}
+
+impl Control {
+    /// Loads batches and the paused set (leadership start).
+    pub async fn load(&mut self, engine: &Engine) -> Result<(), String> {
+        self.pauses.load(engine);
+        let n = self.batches.load().await?;
+        tracing::info!(batches = n, "loaded batches");
+        Ok(())
+    }
+
+    /// After a task event was applied.
+    pub fn on_outcome(&mut self, ev: &TaskEvent, outcome: &EventOutcome, engine: &Engine) {
+        self.pauses.on_outcome(ev, outcome, engine);
+    }
+
+    /// Runs one operation; changed workflows are added to `dirty`.
+    pub fn handle(
+        &mut self,
+        op: ControlOp,
+        engine: &mut Engine,
+        dirty: &mut HashSet<String>,
+        capacity: &HashMap<String, usize>,
+        now: DateTime<Utc>,
+    ) -> Result<Value, ApiError> {
+        match op {
+            ControlOp::Pause(a) => self.pause(a, engine, dirty, now),
+            ControlOp::Resume(a) => self.resume(a, engine, dirty, now),
+            ControlOp::BatchPause(a) => self.batches.pause(a, engine, dirty, now),
+            ControlOp::BatchTrigger(t) => self.batches.trigger(t, engine, dirty, now),
+            ControlOp::BatchResume(a) => {
+                let id = self.batches.resume(a, engine, now)?;
+                self.drive(engine, capacity, dirty, now);
+                self.batches.status(&id)
+            }
+            ControlOp::BatchStatus(a) => self.batches.status(&a.batch_id),
+        }
+    }
+
+    fn pause(
+        &mut self,
+        a: PauseArgs,
+        engine: &mut Engine,
+        dirty: &mut HashSet<String>,
+        now: DateTime<Utc>,
+    ) -> Result<Value, ApiError> {
+        let id = target(engine, &a.workflow_id, &a.item)?.workflow_id.clone();
+        let spec = PauseSpec {
+            reason: a.reason.unwrap_or_else(|| "paused by request".into()),
+            trigger_source: a.trigger_source.unwrap_or_else(|| "api".into()),
+            cancel_in_flight: a.cancel_in_flight,
+            ..PauseSpec::default()
+        };
+        let outcome = engine
+            .pause(&id, spec, now)
+            .expect("target is held")
+            .map_err(illegal)?;
+        dirty.insert(id.clone());
+        let rec = engine.get(&id).expect("held");
+        Ok(json!({
+            "workflow_id": id,
+            "item": rec.item,
+            "state": rec.state,
+            "outcome": match outcome {
+                PauseOutcome::Pausing => "pausing",
+                PauseOutcome::Paused => "paused",
+                PauseOutcome::AlreadyPaused => "already_paused",
+            },
+            "in_flight": rec.in_flight(),
+            "pause": rec.pause,
+        }))
+    }
+
+    fn resume(
+        &mut self,
+        a: ResumeArgs,
+        engine: &mut Engine,
+        dirty: &mut HashSet<String>,
+        now: DateTime<Utc>,
+    ) -> Result<Value, ApiError> {
+        let rec = target(engine, &a.workflow_id, &a.item)?;
+        rec.check_resume().map_err(illegal)?;
+        let id = rec.workflow_id.clone();
+        let item = rec.item.clone();
+        let pause = rec.pause.clone();
+        let plan = match a.plan {
+            Some(p) => p,
+            None => rec.resume_plan(a.in_flight, now),
+        };
+        let checkpoint_id = pause.as_ref().and_then(|p| p.checkpoint_id.clone());
+        if a.dry_run {
+            return Ok(json!({
+                "workflow_id": id,
+                "item": item,
+                "dry_run": true,
+                "state": rec.state,
+                "checkpoint_id": checkpoint_id,
+                "plan": plan,
+            }));
+        }
+        let renewed = engine
+            .resume(&id, &plan, now)
+            .expect("target is held")
+            .map_err(|e| match e {
+                ResumeError::Illegal(e) => illegal(e),
+                ResumeError::InvalidPlan(m) => ApiError::new(CODE_INVALID_PLAN, m),
+            })?;
+        dirty.insert(id.clone());
+        self.pauses.forget(&id);
+        if a.notify {
+            let card = alert(
+                "workflow_resumed",
+                "info",
+                json!({"workflow_id": id, "item": item, "plan": plan}),
+            );
+            let seq = pause.as_ref().map(|p| p.seq).unwrap_or(0);
+            self.pauses
+                .queue_alert("info", card, format!("alert:resumed:{id}.{seq}"));
+        }
+        let rec = engine.get(&id).expect("held");
+        Ok(json!({
+            "workflow_id": id,
+            "item": item,
+            "dry_run": false,
+            "state": rec.state,
+            "checkpoint_id": checkpoint_id,
+            "plan": plan,
+            "renewed": renewed,
+        }))
+    }
+
+    fn drive(
+        &mut self,
+        engine: &mut Engine,
+        capacity: &HashMap<String, usize>,
+        dirty: &mut HashSet<String>,
+        now: DateTime<Utc>,
+    ) {
+        for id in self.batches.drive(engine, capacity, dirty, now) {
+            self.pauses.forget(&id);
+        }
+    }
+
+    /// Publishes, stores checkpoints and batches (every pump).
+    pub async fn flush(
+        &mut self,
+        engine: &mut Engine,
+        dirty: &mut HashSet<String>,
+        now: DateTime<Utc>,
+    ) {
+        self.pauses.flush(engine, dirty, now).await;
+        self.batches.persist().await;
+    }
+
+    /// Reminders and batch progress (every tick).
+    pub async fn tick(
+        &mut self,
+        engine: &mut Engine,
+        dirty: &mut HashSet<String>,
+        capacity: &HashMap<String, usize>,
+        now: DateTime<Utc>,
+    ) {
+        self.drive(engine, capacity, dirty, now);
+        self.pauses.remind(engine, dirty, now).await;
+    }
+}

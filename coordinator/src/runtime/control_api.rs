@@ -1,0 +1,66 @@
+//! API operations `coordinator.pause`, `coordinator.resume`,
+//! `coordinator.batch_pause`, `coordinator.batch_resume` and
+//! `coordinator.batch_status`: parse, hand to the scheduler, answer.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use caucus_shared::nats::ApiError;
+
+use super::control::{BatchStatusArgs, ControlOp};
+use super::scheduler::{Command, SchedulerHandle, SCHEDULER_REPLY_TIMEOUT};
+
+/// The operations this module answers.
+pub const OPERATIONS: [&str; 5] = [
+    "pause",
+    "resume",
+    "batch_pause",
+    "batch_resume",
+    "batch_status",
+];
+
+fn parse<T: DeserializeOwned>(op: &str, v: Value) -> Result<T, ApiError> {
+    let v = if v.is_null() {
+        Value::Object(Default::default())
+    } else {
+        v
+    };
+    serde_json::from_value(v).map_err(|e| ApiError::bad_request(format!("{op}: {e}")))
+}
+
+/// Parses `body` for `op`.
+pub fn op_of(op: &str, body: Value) -> Result<ControlOp, ApiError> {
+    Ok(match op {
+        "pause" => ControlOp::Pause(parse(op, body)?),
+        "resume" => ControlOp::Resume(parse(op, body)?),
+        "batch_pause" => ControlOp::BatchPause(parse(op, body)?),
+        "batch_resume" => ControlOp::BatchResume(parse(op, body)?),
+        "batch_status" => ControlOp::BatchStatus(parse::<BatchStatusArgs>(op, body)?),
+        other => {
+            return Err(ApiError::new(
+                "unknown_operation",
+                format!("no control operation `{other}`"),
+            ))
+        }
+    })
+}
+
+/// Runs `op` on the leader's scheduler.
+pub async fn call(
+    op: &str,
+    body: Value,
+    scheduler: impl FnOnce() -> Result<SchedulerHandle, ApiError>,
+) -> Result<Value, ApiError> {
+    let op = op_of(op, body)?;
+    let scheduler = scheduler()?;
+    let (tx, rx) = oneshot::channel();
+    scheduler
+        .send(Command::Control { op, reply: tx })
+        .await
+        .map_err(|_| ApiError::new("unavailable", "the coordinator is shutting down"))?;
+    tokio::time::timeout(SCHEDULER_REPLY_TIMEOUT, rx)
+        .await
+        .map_err(|_| ApiError::new("timeout", "the scheduler did not answer in time"))?
+        .map_err(|_| ApiError::new("unavailable", "the coordinator is shutting down"))?
+}

@@ -1,0 +1,54 @@
+//! Publishing envelopes that must not duplicate (`Nats-Msg-Id`), and the
+//! alert cards people see on `caucus.alerts.<severity>`.
+
+use async_nats::jetstream;
+use async_nats::HeaderMap;
+use serde_json::{Map, Value};
+
+use caucus_shared::envelope::{Envelope, Priority};
+use caucus_shared::messages::Alert;
+use caucus_shared::nats::trace;
+
+/// Name the coordinator uses as `from_agent`.
+pub const FROM: &str = "coordinator";
+
+/// Publishes `env` on `subject` with `msg_id` and waits for the stream's ack.
+pub async fn publish(
+    js: &jetstream::Context,
+    subject: String,
+    env: &Envelope,
+    msg_id: &str,
+) -> Result<(), String> {
+    let mut headers = HeaderMap::new();
+    headers.insert("Nats-Msg-Id", msg_id);
+    trace::inject(&mut headers);
+    js.publish_with_headers(subject.clone(), headers, env.to_bytes())
+        .await
+        .map_err(|e| format!("publish {subject}: {e}"))?
+        .await
+        .map_err(|e| format!("publish {subject}: {e}"))?;
+    Ok(())
+}
+
+/// An alert envelope: `event_type` plus free fields.
+pub fn alert(event_type: &str, severity: &str, fields: Value) -> Envelope {
+    let extra: Map<String, Value> = match fields {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    let mut extra = extra;
+    extra.insert("severity".into(), Value::String(severity.into()));
+    let content = Alert {
+        event_type: Some(event_type.into()),
+        extra,
+        ..Alert::default()
+    };
+    let priority = match severity {
+        "critical" => Priority::Critical,
+        "warning" => Priority::High,
+        _ => Priority::Normal,
+    };
+    Envelope::with_content(FROM, &content)
+        .expect("alert content without confidence is valid")
+        .with_priority(priority)
+}
