@@ -157,11 +157,21 @@ impl Effects {
                     self.priority,
                 ));
             }
-            self.publish_all(out).await?;
+            let sent = out.len();
+            let duplicates = self.publish_all(out).await?;
             rec.detection_published = true;
             rec.triggered_items.extend(published.items.iter().cloned());
             match self.store.update(&rec, revision).await {
-                Ok(_) => return Ok(published),
+                Ok(_) => {
+                    if sent > 0 {
+                        tracing::info!(
+                            correlation_id = %rec.correlation_id, detected = published.detected,
+                            items = ?published.items, messages = sent, duplicates,
+                            "published correlation effects"
+                        );
+                    }
+                    return Ok(published);
+                }
                 Err(StoreError::Conflict(_)) => continue,
                 Err(e) => return Err(e.into()),
             }
@@ -238,8 +248,9 @@ impl Effects {
         Err(EffectError::Contended(c.correlation_id.clone()))
     }
 
-    /// Publishes everything at once and waits for every stream ack.
-    async fn publish_all(&self, out: Vec<Outgoing>) -> Result<(), EffectError> {
+    /// Publishes everything at once and waits for every stream ack; returns
+    /// how many the stream dropped as repeats of a `Nats-Msg-Id`.
+    async fn publish_all(&self, out: Vec<Outgoing>) -> Result<usize, EffectError> {
         let mut acks = Vec::with_capacity(out.len());
         for o in out {
             let mut headers = HeaderMap::new();
@@ -259,7 +270,7 @@ impl Effects {
                 Err(e) => return Err(fail(e.to_string())),
             }
         }
-        try_join_all(acks).await?;
-        Ok(())
+        let acks = try_join_all(acks).await?;
+        Ok(acks.iter().filter(|a| a.duplicate).count())
     }
 }
