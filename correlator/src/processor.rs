@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
@@ -91,6 +91,8 @@ pub struct Processor {
     /// Incidents whose record lags the engine (repeated failures of known
     /// items); written by [`Processor::flush`], not per event.
     dirty: HashSet<String>,
+    flush_interval: Duration,
+    last_flush: Instant,
     stop: CancellationToken,
     stats: ProcessStats,
 }
@@ -111,9 +113,18 @@ impl Processor {
                 ..WorkflowIndex::default()
             },
             dirty: HashSet::new(),
+            flush_interval: Duration::ZERO,
+            last_flush: Instant::now(),
             stop,
             stats: ProcessStats::default(),
         }
+    }
+
+    /// Writes refreshed records at most every `interval` from
+    /// [`Processor::flush_due`] (default: every call).
+    pub fn with_flush_interval(mut self, interval: Duration) -> Self {
+        self.flush_interval = interval;
+        self
     }
 
     /// The engine (read-only).
@@ -144,17 +155,20 @@ impl Processor {
                     item,
                     ..
                 } => {
+                    if !new_item {
+                        // Only counts changed: written by the next flush.
+                        if !self.dirty.contains(&correlation_id) {
+                            self.dirty.insert(correlation_id);
+                        }
+                        continue;
+                    }
                     let Some(c) = self.engine.correlation(&correlation_id).cloned() else {
                         continue;
                     };
-                    if new_item {
-                        self.stats.joined_items += 1;
-                        tracing::info!(correlation_id = %correlation_id, item = %item, "item joined a correlation");
-                        self.sync(&c).await?;
-                        self.dirty.remove(&correlation_id);
-                    } else {
-                        self.dirty.insert(correlation_id);
-                    }
+                    self.stats.joined_items += 1;
+                    tracing::info!(correlation_id = %correlation_id, item = %item, "item joined a correlation");
+                    self.sync(&c).await?;
+                    self.dirty.remove(&correlation_id);
                 }
                 CorrelationOutcome::Closed(c) => self.close(&c).await?,
             }
@@ -162,8 +176,18 @@ impl Processor {
         Ok(())
     }
 
+    /// [`Processor::flush`] if the flush interval has passed. Refreshes are
+    /// derivable: a replay rebuilds the counts, so they may lag the ack.
+    pub async fn flush_due(&mut self) -> Result<(), ProcessError> {
+        if self.last_flush.elapsed() >= self.flush_interval {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
     /// Writes the records of incidents that only had repeated failures.
     pub async fn flush(&mut self) -> Result<(), ProcessError> {
+        self.last_flush = Instant::now();
         let ids: Vec<String> = self.dirty.drain().collect();
         for id in ids {
             let Some(c) = self.engine.correlation(&id).cloned() else {

@@ -8,9 +8,11 @@
 //! - `workflow_id` is the content's `workflow_id`, else the envelope's
 //!   `correlation_id` (a coordinator publishing on behalf of a workflow).
 
-use caucus_shared::envelope::{DecodeError, Envelope, MessageType};
+use caucus_shared::envelope::{DecodeError, Envelope, MessageType, Priority, SCHEMA_VERSION};
 use caucus_shared::messages::AgentFailureEvent;
+use caucus_shared::messages::MessageContent;
 use caucus_shared::nats::dlq::DlqReason;
+use chrono::{DateTime, Utc};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 
@@ -56,8 +58,56 @@ struct IdProbe {
     id: Option<IgnoredAny>,
 }
 
+/// The envelope with its content typed, for the fast path: one serde pass
+/// instead of the generic decoder's four. Field types match [`Envelope`]'s
+/// so it accepts nothing the generic decoder would refuse.
+#[derive(Deserialize)]
+struct FailureEnvelope {
+    id: Option<String>,
+    message_type: MessageType,
+    #[allow(dead_code)]
+    from_agent: String,
+    #[serde(default)]
+    #[allow(dead_code)]
+    to_agent: Option<String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    priority: Priority,
+    content: AgentFailureEvent,
+    #[serde(default)]
+    timestamp: Option<DateTime<Utc>>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    requires_response: bool,
+    #[serde(default)]
+    correlation_id: Option<String>,
+    #[serde(default)]
+    schema_version: Option<u32>,
+}
+
 /// Decodes and checks one body from `caucus.failures.>`.
+///
+/// Well-formed failures take a fast path; anything it does not accept
+/// outright (including every invalid body) goes through
+/// [`Envelope::decode`], whose specific error is what the DLQ reports.
 pub fn decode_failure(bytes: &[u8], max_bytes: usize) -> Result<DecodedFailure, WireError> {
+    if bytes.len() <= max_bytes {
+        if let Ok(f) = serde_json::from_slice::<FailureEnvelope>(bytes) {
+            let accepted = f.message_type == MessageType::AgentFailureEvent
+                && f.schema_version.is_none_or(|v| v == SCHEMA_VERSION)
+                && f.content.validate().is_ok();
+            if let (true, Some(id)) = (accepted, f.id) {
+                // As the generic decoder does: an absent timestamp is "now".
+                let sent_at = f.timestamp.unwrap_or_else(Utc::now);
+                let event = event_from(id, sent_at, f.correlation_id, f.content);
+                event.validate()?;
+                return Ok(DecodedFailure {
+                    event,
+                    has_id: true,
+                });
+            }
+        }
+    }
     let envelope = Envelope::decode(bytes, max_bytes)?;
     if envelope.message_type != MessageType::AgentFailureEvent {
         return Err(WireError::WrongMessageType(envelope.message_type));
@@ -72,13 +122,25 @@ pub fn decode_failure(bytes: &[u8], max_bytes: usize) -> Result<DecodedFailure, 
 
 /// Maps a failure envelope and its content to the engine's event.
 pub fn to_failure_event(envelope: &Envelope, content: AgentFailureEvent) -> FailureEvent {
+    event_from(
+        envelope.id.clone(),
+        envelope.timestamp,
+        envelope.correlation_id.clone(),
+        content,
+    )
+}
+
+fn event_from(
+    id: String,
+    sent_at: DateTime<Utc>,
+    correlation_id: Option<String>,
+    content: AgentFailureEvent,
+) -> FailureEvent {
     FailureEvent {
         schema_version: FAILURE_EVENT_SCHEMA_VERSION,
-        event_id: envelope.id.clone(),
-        timestamp: content.occurred_at(envelope.timestamp),
-        workflow_id: content
-            .workflow_id
-            .or_else(|| envelope.correlation_id.clone()),
+        event_id: id,
+        timestamp: content.occurred_at(sent_at),
+        workflow_id: content.workflow_id.or(correlation_id),
         stock_ticker: content.stock_ticker,
         agent_type: content.agent_type,
         error_type: content.error_type,
@@ -133,6 +195,53 @@ mod tests {
         assert_eq!(d.event.workflow_id.as_deref(), Some("wf-1"));
         assert_eq!(d.event.timestamp.to_rfc3339(), "2025-11-16T14:40:00+00:00");
         assert_eq!(d.event.data_source, "");
+    }
+
+    #[test]
+    fn the_fast_path_agrees_with_the_generic_decoder() {
+        let b = body(json!({
+            "id": "ev-2", "message_type": "agent_failure_event", "from_agent": "w",
+            "priority": "high", "to_agent": "correlator", "requires_response": false,
+            "timestamp": "2025-11-16T14:47:00Z", "correlation_id": "wf-9", "schema_version": 1,
+            "extra": {"ignored": true},
+            "content": {"stock_ticker": "MSFT", "agent_type": "valuation",
+                        "error_type": "QuotaError", "error_message": "quota exceeded",
+                        "data_source": "koyfin", "task_id": "t"}
+        }));
+        let fast = decode_failure(&b, 1 << 20).unwrap();
+        let env = Envelope::decode(&b, 1 << 20).unwrap();
+        let slow = to_failure_event(&env, env.content_as().unwrap());
+        assert_eq!(fast.event, slow);
+        // What the fast path does not take outright still gets its own error.
+        for (bad, code) in [
+            (
+                json!({"id": "x", "message_type": "agent_failure_event", "from_agent": "w",
+                    "priority": "urgent", "content": {"stock_ticker": "A", "agent_type": "v",
+                    "error_type": "E", "error_message": "m"}}),
+                "invalid_field",
+            ),
+            (
+                json!({"id": "x", "message_type": "agent_failure_event", "from_agent": "w",
+                    "schema_version": 2, "content": {"stock_ticker": "A", "agent_type": "v",
+                    "error_type": "E", "error_message": "m"}}),
+                "unsupported_schema_version",
+            ),
+            (
+                json!({"id": null, "message_type": "agent_failure_event", "from_agent": "w",
+                    "content": {"stock_ticker": "A", "agent_type": "v",
+                    "error_type": "E", "error_message": "m"}}),
+                "invalid_field",
+            ),
+            (
+                json!({"id": "x", "message_type": "agent_failure_event", "from_agent": "w",
+                    "content": {"stock_ticker": " ", "agent_type": "v",
+                    "error_type": "E", "error_message": "m"}}),
+                "invalid_content",
+            ),
+        ] {
+            let e = decode_failure(&body(bad.clone()), 1 << 20).unwrap_err();
+            assert_eq!(DlqReason::code(&e), code, "{bad}");
+        }
     }
 
     #[test]

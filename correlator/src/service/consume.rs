@@ -1,8 +1,8 @@
 //! The live loop: the durable consumer `correlator` on CAUCUS_FAILURES
 //! (`caucus.failures.>`), processed in stream order, one batch at a time.
 //!
-//! Ack policy `all`: after a batch is processed (effects done, records
-//! flushed) only its last message is acked, which acks the whole batch in
+//! Ack policy `all`: after a batch is processed (detections, triggers,
+//! cards and new items recorded) only its last message is acked, which acks the whole batch in
 //! one round trip; that is what lets one correlator keep up with tens of
 //! thousands of failures a second. A message that cannot be decoded goes to
 //! the DLQ (and is acked) and the loop carries on with the next.
@@ -117,7 +117,7 @@ pub async fn run(
                     Err(e) => tracing::warn!(error = %e, "failure stream error"),
                 }
             }
-            processor.flush().await?;
+            processor.flush_due().await?;
             if let Some(msg) = last {
                 if let Err(e) = msg.ack().await {
                     tracing::warn!(error = %e, "ack failed; the batch will be redelivered and de-duplicated");

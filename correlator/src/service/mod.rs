@@ -135,7 +135,8 @@ pub async fn run(ctx: ServiceContext) -> Result<(), ServiceError> {
         let engine = Correlator::new(settings.clone())
             .map_err(|e| ServiceError::Setup(format!("[correlator] {e}")))?;
         let mut processor =
-            Processor::new(engine, effects.clone(), cfg.max_tracked_ids, term.clone());
+            Processor::new(engine, effects.clone(), cfg.max_tracked_ids, term.clone())
+                .with_flush_interval(cfg.record_flush_interval);
         match lead(
             &ctx,
             &cfg,

@@ -36,6 +36,7 @@ pub fn engine_settings(cfg: &CorrelatorConfig) -> Result<CorrelatorSettings, Cor
     let positive = [
         ("fetch_batch", cfg.fetch_batch == 0),
         ("expire_interval", cfg.expire_interval.is_zero()),
+        ("record_flush_interval", cfg.record_flush_interval.is_zero()),
         ("ack_wait", cfg.ack_wait.is_zero()),
         ("leader_lease", cfg.leader_lease.is_zero()),
     ];

@@ -39,6 +39,10 @@ pub struct CorrelatorConfig {
     pub dedupe_horizon: Duration,
     /// Signatures tracked at once; the least recently failing goes first.
     pub max_signatures: usize,
+    /// How often the records of incidents that only saw repeated failures
+    /// (counts, `last_seen`) are written; new items are written at once.
+    #[serde(with = "humantime_serde")]
+    pub record_flush_interval: Duration,
     /// How often quiet incidents are closed by wall-clock time.
     #[serde(with = "humantime_serde")]
     pub expire_interval: Duration,
@@ -65,6 +69,7 @@ impl Default for CorrelatorConfig {
             max_tracked_ids: 200_000,
             dedupe_horizon: Duration::from_secs(3600),
             max_signatures: 10_000,
+            record_flush_interval: Duration::from_secs(1),
             expire_interval: Duration::from_secs(5),
             ack_wait: Duration::from_secs(30),
             fetch_batch: 1000,
