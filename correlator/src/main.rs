@@ -1,12 +1,13 @@
 //! `caucus-correlator`: correlates agent failures
 //!
 //! A thin main: flags → layered config → telemetry → the shared service
-//! scaffolding, which runs [`run_correlator`].
+//! scaffolding, which runs [`caucus_correlator::service::run`].
 
 use std::process::ExitCode;
 
+use caucus_correlator::service as correlator;
 use caucus_shared::config::CommonArgs;
-use caucus_shared::service::{self, ServiceContext};
+use caucus_shared::service;
 use caucus_shared::telemetry;
 use clap::Parser;
 
@@ -42,16 +43,16 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    service::exit_code(
-        BIN,
-        service::run_service(SERVICE, config, run_correlator).await,
-    )
+    service::exit_code(BIN, serve(config).await)
 }
 
-/// The correlator's work, run once the process is connected and ready.
-/// Placeholder until `caucus_correlator::run(ctx)` exists: it holds the
-/// process up (answering `health`) until shutdown.
-async fn run_correlator(ctx: ServiceContext) -> Result<(), std::convert::Infallible> {
-    ctx.shutdown.cancelled().await;
-    Ok(())
+/// Connects, registers the API, and runs the correlator until shutdown.
+async fn serve(config: caucus_shared::Config) -> Result<service::Exit, caucus_shared::Error> {
+    let mut svc = service::Service::start(SERVICE, config).await?;
+    let ctx = svc.context().clone();
+    let store = correlator::open_store(&ctx.js, &ctx.subjects, &ctx.config)
+        .await
+        .map_err(|e| caucus_shared::Error::Nats(e.to_string()))?;
+    correlator::routes(&mut svc, store);
+    svc.run(correlator::run).await
 }

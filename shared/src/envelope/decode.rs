@@ -238,3 +238,10 @@ fn strip_position(msg: &str) -> String {
         None => msg.to_string(),
     }
 }
+
+/// Dead letters of envelopes carry [`DecodeError::code`] as their reason code.
+impl crate::nats::dlq::DlqReason for DecodeError {
+    fn code(&self) -> &str {
+        DecodeError::code(self)
+    }
+}

@@ -1,0 +1,214 @@
+//! The `caucus-correlator` process.
+//!
+//! **Two instances: active/standby, with idempotent effects underneath.**
+//! Only the holder of the Redis lock `correlator-leader` consumes failures.
+//! Active/active is not an option with one durable consumer: its messages
+//! are shared out between the instances, so neither engine would see every
+//! failure of a signature. A standby takes over within one
+//! `correlator.leader_lease` of the leader's death. Should two instances
+//! ever both act (a lease lost to a pause, Redis restarted empty), every
+//! side effect is still idempotent by id: the record is created create-only
+//! under the deterministic correlation id and the messages carry
+//! `Nats-Msg-Id`s, so a batch is never triggered twice (see
+//! [`crate::effects`]).
+//!
+//! Each leadership term: a fresh engine, the start-up replay
+//! ([`replay`]), then the live loop ([`consume`]) until shutdown or lost
+//! leadership. The API ([`api`]) is answered by every instance from KV.
+
+pub mod api;
+pub mod consume;
+pub mod leader;
+pub mod replay;
+pub mod settings;
+
+use async_nats::jetstream;
+use tokio_util::sync::CancellationToken;
+
+use caucus_shared::nats::topology::ensure_kv;
+use caucus_shared::redis::OwnedLock;
+use caucus_shared::service::{Service, ServiceContext};
+use caucus_shared::subjects::{StreamKind, Subjects};
+use caucus_shared::Config;
+
+use crate::effects::Effects;
+use crate::engine::Correlator;
+use crate::processor::{ProcessError, Processor};
+use crate::store::{CorrelationStore, CORRELATIONS_BUCKET};
+
+/// Errors that stop the correlator.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// Configuration or NATS/Redis set-up failed.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// Opens (creating if needed) the `correlations` bucket.
+pub async fn open_store(
+    js: &jetstream::Context,
+    subjects: &Subjects,
+    config: &Config,
+) -> Result<CorrelationStore, ServiceError> {
+    let kv = ensure_kv(
+        js,
+        subjects,
+        CORRELATIONS_BUCKET,
+        1,
+        config.correlator.record_ttl,
+        config.nats.replicas,
+    )
+    .await
+    .map_err(|e| ServiceError::Setup(e.to_string()))?;
+    Ok(CorrelationStore::new(kv))
+}
+
+/// Registers `correlator.correlations` and `correlator.alerts`.
+pub fn routes(svc: &mut Service, store: CorrelationStore) {
+    let ctx = svc.context().clone();
+    let s = store.clone();
+    svc.route("correlations", move |body| {
+        api::correlations(s.clone(), body)
+    });
+    let severity = ctx.config.correlator.alert_severity.clone();
+    let subjects = ctx.subjects.clone();
+    svc.route("alerts", move |body| {
+        api::alerts(store.clone(), subjects.clone(), severity.clone(), body)
+    });
+}
+
+/// Runs until shutdown: stand by, lead, stand by again if leadership is lost.
+pub async fn run(ctx: ServiceContext) -> Result<(), ServiceError> {
+    let cfg = ctx.config.correlator.clone();
+    let settings = settings::engine_settings(&cfg)
+        .map_err(|e| ServiceError::Setup(format!("[correlator] {e}")))?;
+    let store = open_store(&ctx.js, &ctx.subjects, &ctx.config).await?;
+    let lock = OwnedLock::new(
+        ctx.redis.clone(),
+        ctx.subjects.prefix(),
+        leader::LEADER_LOCK,
+        &ctx.instance_id,
+    )
+    .map_err(|e| ServiceError::Setup(e.to_string()))?;
+    let mut durable =
+        consume::ensure_consumer(&ctx.js, &ctx.subjects, cfg.ack_wait, cfg.fetch_batch)
+            .await
+            .map_err(ServiceError::Setup)?;
+    let effects = Effects::new(
+        ctx.js.clone(),
+        ctx.subjects.clone(),
+        store.clone(),
+        &cfg.alert_severity,
+        &ctx.instance_id,
+        ctx.clock.clone(),
+    );
+    let deps = consume::LoopDeps {
+        dlq: ctx.dlq.clone(),
+        max_bytes: ctx.config.max_body_bytes,
+        fetch_batch: cfg.fetch_batch,
+        expire_interval: cfg.expire_interval,
+        clock: ctx.clock.clone(),
+        stream_name: ctx.subjects.stream(StreamKind::Failures),
+    };
+    while !ctx.shutdown.is_cancelled() {
+        if !leader::acquire(&lock, cfg.leader_lease, &ctx.shutdown).await {
+            break;
+        }
+        tracing::info!(instance_id = %ctx.instance_id, "leading");
+        let lost = CancellationToken::new();
+        let term = ctx.shutdown.child_token();
+        let keeper = tokio::spawn(leader::keep(
+            lock.clone(),
+            cfg.leader_lease,
+            lost.clone(),
+            ctx.shutdown.clone(),
+        ));
+        let watcher = {
+            let (lost, term) = (lost.clone(), term.clone());
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = lost.cancelled() => term.cancel(),
+                    _ = term.cancelled() => {}
+                }
+            })
+        };
+        let engine = Correlator::new(settings.clone())
+            .map_err(|e| ServiceError::Setup(format!("[correlator] {e}")))?;
+        let mut processor =
+            Processor::new(engine, effects.clone(), cfg.max_tracked_ids, term.clone())
+                .with_flush_interval(cfg.record_flush_interval);
+        match lead(
+            &ctx,
+            &cfg,
+            &store,
+            &mut durable,
+            &mut processor,
+            &deps,
+            &term,
+        )
+        .await
+        {
+            Ok(()) | Err(LeadError::Process(ProcessError::Stopped)) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "correlator term failed; retrying");
+                tokio::select! {
+                    _ = ctx.shutdown.cancelled() => {}
+                    _ = tokio::time::sleep(cfg.leader_lease / 4) => {}
+                }
+            }
+        }
+        term.cancel();
+        let _ = watcher.await;
+        if ctx.shutdown.is_cancelled() {
+            let _ = keeper.await;
+            break;
+        }
+        keeper.abort();
+        let _ = lock.release().await;
+        tracing::warn!("stepped down; standing by");
+    }
+    Ok(())
+}
+
+#[derive(Debug, thiserror::Error)]
+enum LeadError {
+    #[error(transparent)]
+    Replay(#[from] replay::ReplayError),
+    #[error(transparent)]
+    Process(#[from] ProcessError),
+}
+
+/// One leadership term: replay, then consume until `term` ends.
+async fn lead(
+    ctx: &ServiceContext,
+    cfg: &caucus_shared::config::CorrelatorConfig,
+    store: &CorrelationStore,
+    durable: &mut jetstream::consumer::PullConsumer,
+    processor: &mut Processor,
+    deps: &consume::LoopDeps,
+    term: &CancellationToken,
+) -> Result<(), LeadError> {
+    let mut stream = replay::failures_stream(&ctx.js, &ctx.subjects).await?;
+    let started = std::time::Instant::now();
+    if let Some(plan) = replay::plan(&mut stream, durable, store, cfg, ctx.clock.now()).await? {
+        let read = replay::run(
+            &stream,
+            &ctx.subjects,
+            plan,
+            processor,
+            ctx.config.max_body_bytes,
+            term,
+        )
+        .await?;
+        let s = processor.stats();
+        tracing::info!(
+            from = %plan.start, until_seq = plan.until_seq, read,
+            detected = s.detected, open = processor.engine().open_correlations().len(),
+            ms = started.elapsed().as_millis() as u64,
+            "replayed recent failures"
+        );
+    }
+    tracing::info!("consuming failures");
+    consume::run(durable, processor, deps, term).await?;
+    Ok(())
+}
