@@ -1,1 +1,7 @@
-//! caucus facilitator.
+//! caucus facilitator: structured debates between agents.
+//!
+//! - [`credibility`]: pure credibility engine (track records → scores).
+pub mod credibility;
+pub mod side;
+
+pub use side::Side;
