@@ -1,7 +1,12 @@
 //! caucus facilitator: structured debates between agents.
 //!
 //! - [`credibility`]: pure credibility engine (track records → scores).
+//! - [`debate`]: pure debate state machine (5-level escalation, routing,
+//!   conservative default, resolution records).
+//! - [`impact`]: downstream impact of overriding a provisional decision.
 pub mod credibility;
+pub mod debate;
+pub mod impact;
 pub mod side;
 
 pub use side::Side;
