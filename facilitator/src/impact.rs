@@ -321,6 +321,40 @@ pub fn calculate(
     }
 }
 
+/// A report for an override whose positions are not numeric: nothing can
+/// be estimated, so every affected analysis is flagged for review.
+pub fn flag_only(metric: &str, analyses: &[Analysis]) -> ImpactReport {
+    let change = AssumptionChange {
+        metric: metric.to_string(),
+        old_value: 0.0,
+        new_value: 0.0,
+    };
+    let impacts: Vec<Impact> = affected(&change, analyses)
+        .into_iter()
+        .map(|a| Impact {
+            analysis_id: a.analysis_id.clone(),
+            kind: a.kind,
+            output_metric: a.output_metric.clone(),
+            old_value: a.current_result,
+            estimated_new_value: None,
+            delta: 0.0,
+            requires_rerun: false,
+            estimate_confidence: None,
+            rerun_minutes: a.rerun_minutes,
+            action:
+                "flag for review: the positions are not numeric, so the change cannot be estimated"
+                    .into(),
+        })
+        .collect();
+    ImpactReport {
+        changed_assumption: change,
+        affected_count: impacts.len(),
+        impacts,
+        total_rerun_minutes: 0.0,
+        high_impact_count: 0,
+    }
+}
+
 /// Plans the re-runs: serial for at most two, parallel when no required
 /// re-run depends (directly or through others) on another required one,
 /// serial otherwise.

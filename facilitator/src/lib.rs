@@ -4,9 +4,11 @@
 //! - [`debate`]: pure debate state machine (5-level escalation, routing,
 //!   conservative default, resolution records).
 //! - [`impact`]: downstream impact of overriding a provisional decision.
+//! - [`service`]: the NATS/Redis process around them (`caucus-facilitator`).
 pub mod credibility;
 pub mod debate;
 pub mod impact;
+pub mod service;
 pub mod side;
 
 pub use side::Side;
