@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// One year as the seeds count it (365.25 days), for the credibility
-/// half-life and the trend horizon.
+/// One year (365.25 days) and one month (a twelfth of it), as humantime
+/// counts them, so the defaults print as `2years` and `6months`.
 const YEAR: Duration = Duration::from_secs(31_557_600);
+const MONTH: Duration = Duration::from_secs(2_630_016);
 
 /// Facilitator settings.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -136,7 +137,7 @@ impl Default for FacilitatorConfig {
             credibility_half_life: YEAR * 2,
             regime_min_samples: 50,
             trend_min_r2: 0.3,
-            trend_horizon: YEAR / 2,
+            trend_horizon: MONTH * 6,
             trend_window: 10,
             context_match_threshold: 0.6,
             context_weight: 0.3,
@@ -146,7 +147,7 @@ impl Default for FacilitatorConfig {
             risk_sensitivity: 0.4,
             timer_tick: Duration::from_secs(1),
             ack_wait: Duration::from_secs(30),
-            debate_retention: Duration::from_secs(90 * 24 * 60 * 60),
+            debate_retention: MONTH * 3,
         }
     }
 }

@@ -28,6 +28,8 @@ pub fn facilitator(stack: &Stack, extra: &[(&str, &str)]) -> Service {
         ("CAUCUS_FACILITATOR_TIMER_TICK", "50ms"),
         ("CAUCUS_FACILITATOR_EXPERTS", "expert"),
         ("CAUCUS_SHUTDOWN_GRACE", "5s"),
+        // Streams reserve their cap up front; tests need little.
+        ("CAUCUS_NATS_STREAM_MAX_BYTES", "67108864"),
         ("CAUCUS_TELEMETRY_LOG_LEVEL", "info"),
     ];
     let mut b = stack.service("caucus-facilitator");
