@@ -1,12 +1,12 @@
-//! `caucus-facilitator`: runs debates between agents
+//! `caucus-facilitator`: runs debates between agents.
 //!
-//! A thin main: flags → layered config → telemetry → the shared service
-//! scaffolding, which runs [`run_facilitator`].
+//! A thin main: flags → layered config → telemetry →
+//! [`caucus_facilitator::service::serve`].
 
 use std::process::ExitCode;
 
 use caucus_shared::config::CommonArgs;
-use caucus_shared::service::{self, ServiceContext};
+use caucus_shared::service;
 use caucus_shared::telemetry;
 use clap::Parser;
 
@@ -44,14 +44,6 @@ async fn main() -> ExitCode {
     };
     service::exit_code(
         BIN,
-        service::run_service(SERVICE, config, run_facilitator).await,
+        caucus_facilitator::service::serve(SERVICE, config).await,
     )
-}
-
-/// The facilitator's work, run once the process is connected and ready.
-/// Placeholder until `caucus_facilitator::run(ctx)` exists: it holds the
-/// process up (answering `health`) until shutdown.
-async fn run_facilitator(ctx: ServiceContext) -> Result<(), std::convert::Infallible> {
-    ctx.shutdown.cancelled().await;
-    Ok(())
 }

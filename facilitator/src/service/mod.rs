@@ -1,0 +1,166 @@
+//! The facilitator process: consumers, timer, API, wired to the pure
+//! [`crate::debate`] state machine and [`crate::credibility`] engine.
+//!
+//! State lives outside the process: debates in the `debates` KV bucket
+//! (revision-checked), track records in `credibility`, expert queues and
+//! sync locks in Redis. Several instances may run: their consumers share
+//! durable consumers, every write is revision-checked and effects are only
+//! carried out by the writer that won, so no transition happens twice.
+
+pub mod api;
+pub mod consume;
+pub mod engine;
+pub mod error;
+pub mod experts;
+pub mod requests;
+pub mod store;
+pub mod sync;
+pub mod timer;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use caucus_shared::config::FacilitatorConfig;
+use caucus_shared::nats::ensure_kv;
+use caucus_shared::service::{Exit, Service, ServiceContext};
+use caucus_shared::{Config, Error};
+
+pub use engine::Facilitator;
+pub use error::ServiceError;
+
+use crate::credibility::CredibilityParams;
+use crate::debate::Timeouts;
+use crate::impact::ImpactParams;
+
+/// KV bucket of debates (`<prefix>_debates`).
+pub const DEBATES_BUCKET: &str = "debates";
+/// KV bucket of track records (`<prefix>_credibility`).
+pub const CREDIBILITY_BUCKET: &str = "credibility";
+
+/// Checks the `[facilitator]` section.
+pub fn validate_config(cfg: &FacilitatorConfig) -> Result<(), Error> {
+    let bad = |m: &str| Err(Error::Config(format!("facilitator.{m}")));
+    if cfg.experts.is_empty() {
+        return bad("experts must name at least one expert");
+    }
+    if cfg.expert_max_concurrent == 0 {
+        return bad("expert_max_concurrent must be > 0");
+    }
+    if cfg.sync_lock_ttl <= cfg.flush_timeout {
+        return bad("sync_lock_ttl must exceed flush_timeout");
+    }
+    if cfg.expert_slot_ttl <= cfg.human_timeout {
+        return bad("expert_slot_ttl must exceed human_timeout");
+    }
+    if cfg.timer_tick.is_zero() {
+        return bad("timer_tick must be > 0");
+    }
+    CredibilityParams::from_config(cfg)
+        .validate()
+        .map_err(|e| Error::Config(e.to_string()))
+}
+
+/// Builds the facilitator on a started service's context.
+pub async fn build(ctx: &ServiceContext) -> Result<Facilitator, Error> {
+    let cfg = &ctx.config.facilitator;
+    let replicas = ctx.config.nats.replicas;
+    let debates = ensure_kv(
+        &ctx.js,
+        &ctx.subjects,
+        DEBATES_BUCKET,
+        5,
+        cfg.debate_retention,
+        replicas,
+    )
+    .await?;
+    let tracks = ensure_kv(
+        &ctx.js,
+        &ctx.subjects,
+        CREDIBILITY_BUCKET,
+        1,
+        Duration::ZERO,
+        replicas,
+    )
+    .await?;
+    Ok(Facilitator {
+        debates: store::DebateStore::new(debates),
+        tracks: store::TrackStore::new(tracks, cfg.max_track_records as usize),
+        experts: experts::ExpertQueues::new(
+            ctx.redis.clone(),
+            ctx.subjects.prefix(),
+            cfg.experts.clone(),
+            cfg.expert_max_concurrent,
+            cfg.expert_slot_ttl,
+        )?,
+        sync: sync::Snapshotter {
+            nats: ctx.nats.clone(),
+            js: ctx.js.clone(),
+            subjects: ctx.subjects.clone(),
+            redis: ctx.redis.clone(),
+            lock_ttl: cfg.sync_lock_ttl,
+            lock_wait: cfg.sync_lock_wait,
+            flush_timeout: cfg.flush_timeout,
+            from: ctx.service.clone(),
+        },
+        js: ctx.js.clone(),
+        subjects: ctx.subjects.clone(),
+        clock: ctx.clock.clone(),
+        timeouts: Timeouts::from_config(cfg),
+        params: CredibilityParams::from_config(cfg),
+        impact: ImpactParams {
+            margin_price_elasticity: cfg.margin_price_elasticity,
+            risk_sensitivity: cfg.risk_sensitivity,
+        },
+        regime: cfg.current_regime.clone(),
+        name: ctx.service.clone(),
+    })
+}
+
+/// Starts the process: connect, buckets, API, consumers, timer; runs until
+/// a signal.
+pub async fn serve(service: &str, config: Config) -> Result<Exit, Error> {
+    validate_config(&config.facilitator)?;
+    let mut svc = Service::start(service, config).await?;
+    let fac = Arc::new(build(svc.context()).await?);
+    let consumers = consume::ensure_consumers(
+        &svc.context().js,
+        &fac,
+        svc.context().config.facilitator.ack_wait,
+    )
+    .await?;
+    api::install(&mut svc, fac.clone());
+    svc.run(move |ctx| run(ctx, fac, consumers)).await
+}
+
+async fn run(
+    ctx: ServiceContext,
+    fac: Arc<Facilitator>,
+    consumers: Vec<async_nats::jetstream::consumer::PullConsumer>,
+) -> Result<(), String> {
+    let cfg = &ctx.config.facilitator;
+    let index = timer::DueIndex::default();
+    ctx.tasks.spawn(timer::watch(
+        fac.clone(),
+        index.clone(),
+        cfg.timer_tick,
+        ctx.shutdown.clone(),
+    ));
+    ctx.tasks.spawn(timer::run(
+        fac.clone(),
+        index,
+        cfg.timer_tick,
+        ctx.shutdown.clone(),
+    ));
+    for c in consumers {
+        ctx.tasks.spawn(consume::run(
+            c,
+            fac.clone(),
+            ctx.dlq.clone(),
+            ctx.config.max_body_bytes,
+            ctx.shutdown.clone(),
+            ctx.tasks.clone(),
+        ));
+    }
+    ctx.shutdown.cancelled().await;
+    Ok(())
+}
