@@ -214,6 +214,7 @@ pub fn routes(svc: &mut caucus_shared::service::Service, slot: SharedScheduler) 
         });
     }
     svc.route("plan", |body| async move { api::plan(body) });
+    crate::patterns::register(svc);
     {
         let slot = slot.clone();
         let heartbeat = ctx.config.worker.heartbeat_interval;

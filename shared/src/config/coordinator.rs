@@ -25,6 +25,10 @@ pub struct CoordinatorConfig {
     pub retain_finished: Duration,
     /// Events applied per batch before state is persisted.
     pub event_batch: usize,
+    /// A coordination-pattern agent call with no answer after this is a
+    /// failed result (`timeout`); a request's `call_timeout_ms` overrides it.
+    #[serde(with = "humantime_serde")]
+    pub pattern_call_timeout: Duration,
 }
 
 impl Default for CoordinatorConfig {
@@ -36,6 +40,7 @@ impl Default for CoordinatorConfig {
             tick: Duration::from_millis(200),
             retain_finished: Duration::from_secs(600),
             event_batch: 256,
+            pattern_call_timeout: Duration::from_secs(300),
         }
     }
 }
