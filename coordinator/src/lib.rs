@@ -5,10 +5,12 @@
 //! - [`workflow`]: the stored record of one item through one pipeline.
 //! - [`engine`]: scheduling many workflows within capacity.
 //! - [`runtime`]: the process: KV state, events, dispatch, control API.
+//! - [`patterns`]: the six coordination patterns over real workers.
 //! - [`cli`]: the `caucus` command-line client.
 
 pub mod cli;
 pub mod engine;
+pub mod patterns;
 pub mod pipeline;
 pub mod planner;
 pub mod runtime;

@@ -6,6 +6,7 @@ mod demo;
 mod pause;
 mod plan;
 mod render;
+mod run;
 mod stack;
 mod submit;
 mod workers;
@@ -125,6 +126,9 @@ pub enum Command {
         /// coordinator, worker, facilitator or correlator.
         service: String,
     },
+    /// Run a coordination pattern (parallel, pipeline, debate,
+    /// hierarchical, consensus, peer_review) over agent workers.
+    Run(run::RunArgs),
     /// Plan, run a batch, scale valuation, and compare.
     Demo {
         /// How many tickers in each batch.
@@ -189,6 +193,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Workers => workers::run(&client, cli.json).await,
         Command::Result { target } => submit::result(&client, &target).await,
         Command::Health { service } => client.health(&service).await,
+        Command::Run(args) => run::run(&client, &args, cli.json).await,
         Command::Demo { tickers, unit_ms } => demo::run(&client, &config, tickers, unit_ms).await,
         Command::Up | Command::Down => unreachable!("handled above"),
     }

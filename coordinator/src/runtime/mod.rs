@@ -273,6 +273,7 @@ pub fn routes(svc: &mut caucus_shared::service::Service, slot: SharedScheduler) 
             async move { control_api::call(op, body, || leader_only(&slot)).await }
         });
     }
+    crate::patterns::register(svc);
     {
         let slot = slot.clone();
         let heartbeat = ctx.config.worker.heartbeat_interval;

@@ -27,6 +27,10 @@ pub struct CoordinatorConfig {
     pub retain_finished: Duration,
     /// Events applied per batch before state is persisted.
     pub event_batch: usize,
+    /// A coordination-pattern agent call with no answer after this is a
+    /// failed result (`timeout`); a request's `call_timeout_ms` overrides it.
+    #[serde(with = "humantime_serde")]
+    pub pattern_call_timeout: Duration,
     /// Alerts while a workflow stays paused, measured from the moment it
     /// paused; each fires once (reminders first, the later ones escalate).
     /// Env: `CAUCUS_COORDINATOR_PAUSE_REMINDERS=3d,7d,14d,30d`.
@@ -174,6 +178,7 @@ impl Default for CoordinatorConfig {
             batch_concurrency: 5,
             batch_failure_ratio: 0.5,
             failure_tiers: TierRule::defaults(),
+            pattern_call_timeout: Duration::from_secs(300),
         }
     }
 }
