@@ -45,7 +45,9 @@ pub struct NatsConfig {
     /// How long the streams keep messages (TASKS keeps unclaimed work this long).
     #[serde(with = "humantime_serde")]
     pub stream_max_age: Duration,
-    /// Size cap of each stream in bytes (oldest messages go first); -1 = none.
+    /// Size cap of each stream in bytes (oldest messages go first); -1 = none
+    /// (the default: JetStream reserves a capped stream's whole size on disk
+    /// up front, so caps are for deployments that size their volumes).
     pub stream_max_bytes: i64,
     /// How long dead letters are kept.
     #[serde(with = "humantime_serde")]
@@ -71,7 +73,7 @@ impl Default for NatsConfig {
             replicas: 1,
             request_timeout: Duration::from_secs(10),
             stream_max_age: Duration::from_secs(14 * 24 * 3600),
-            stream_max_bytes: 1024 * 1024 * 1024,
+            stream_max_bytes: -1,
             dlq_max_age: Duration::from_secs(7 * 24 * 3600),
         }
     }
