@@ -11,11 +11,10 @@
 //!  "stock_tickers": ["AAPL", "MSFT", "GOOGL"], "first_seen": "…",
 //!  "workflow_ids": ["…"],
 //!  "action": {"label": "Resume all", "operation": "coordinator.batch_resume",
-//!             "body": {"batch_id": "…", "correlation_id": "…",
-//!                      "stock_ids": ["AAPL", "MSFT", "GOOGL"]}}}
+//!             "body": {"batch_id": "…"}}}
 //! ```
 //!
-//! `stock_tickers` and the action's `stock_ids` list the items known when
+//! `stock_tickers` lists the items known when
 //! the card was made; the `batch_id` names the whole batch, including items
 //! that join later, and `correlator.alerts` rebuilds cards with every item.
 
@@ -66,10 +65,8 @@ pub fn resume_all_action(rec: &CorrelationRecord) -> Value {
     json!({
         "label": RESUME_ALL_LABEL,
         "operation": RESUME_ALL_OPERATION,
-        "body": {
-            "batch_id": rec.batch_id,
-            "correlation_id": rec.correlation_id,
-            "stock_ids": rec.items,
-        }
+        // Exactly the request `coordinator.batch_resume` takes: the batch
+        // names every item, including those that join after this card.
+        "body": { "batch_id": rec.batch_id }
     })
 }

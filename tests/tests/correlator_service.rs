@@ -384,8 +384,13 @@ async fn seed_example_koyfin_quota_correlates_once_with_five_cards() {
     assert_eq!(msft["alerts"].as_array().unwrap().len(), 1);
     assert_eq!(msft["alerts"][0]["card"]["item"], "MSFT");
     assert_eq!(
-        strings(&msft["alerts"][0]["card"]["action"]["body"]["stock_ids"]),
+        strings(&msft["alerts"][0]["card"]["stock_tickers"]),
         SEED.to_vec()
+    );
+    // The action's body is exactly a `coordinator.batch_resume` request.
+    assert_eq!(
+        msft["alerts"][0]["card"]["action"]["body"],
+        json!({"batch_id": msft["alerts"][0]["card"]["batch_id"]})
     );
     let bad = client
         .call("correlations", json!({"status": "sideways"}))

@@ -2,135 +2,16 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashMap};
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 use async_nats::jetstream;
 use caucus_harness::Stack;
-use common::{coordinator, pipeline, task_events, worker, Api};
-use futures::StreamExt;
+use common::{
+    alerts_of, call, coordinator, eventually, pipeline, publish_envelope, quota_handler, starts,
+    stream_messages, wait_state, worker, Api,
+};
 use serde_json::{json, Value};
-
-/// One message read back from a stream.
-#[derive(Debug, Clone)]
-struct Stored {
-    subject: String,
-    msg_id: Option<String>,
-    dlq_code: Option<String>,
-    body: Value,
-}
-
-/// Every message on `filter` in `stream` so far.
-async fn stream_messages(nats: &async_nats::Client, stream: &str, filter: &str) -> Vec<Stored> {
-    use async_nats::jetstream::consumer::{pull, AckPolicy};
-    let js = jetstream::new(nats.clone());
-    let Ok(stream) = js.get_stream(stream).await else {
-        return Vec::new();
-    };
-    let mut consumer = stream
-        .create_consumer(pull::Config {
-            filter_subject: filter.into(),
-            ack_policy: AckPolicy::None,
-            ..Default::default()
-        })
-        .await
-        .expect("consumer");
-    let total = consumer.info().await.expect("info").num_pending as usize;
-    let mut out = Vec::with_capacity(total);
-    if total == 0 {
-        return out;
-    }
-    let mut msgs = consumer.messages().await.expect("messages");
-    while out.len() < total {
-        let m = msgs.next().await.expect("message").expect("ok");
-        let header = |k: &str| {
-            m.headers
-                .as_ref()
-                .and_then(|h| h.get(k))
-                .map(|v| v.as_str().to_string())
-        };
-        out.push(Stored {
-            subject: m.subject.to_string(),
-            msg_id: header("Nats-Msg-Id"),
-            dlq_code: header("Caucus-Dlq-Code"),
-            body: serde_json::from_slice(&m.payload).unwrap_or(Value::Null),
-        });
-    }
-    out
-}
-
-/// Polls `f` until it returns `Some`, or panics naming `what`.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(30)).await;
-    }
-}
-
-/// API call that retries while a restarted coordinator stands by.
-async fn call(api: &Api, op: &str, body: Value) -> Result<Value, caucus_shared::nats::ApiError> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match api.call("coordinator", op, body.clone()).await {
-            Err(e) if e.code == "standby" && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            r => return r,
-        }
-    }
-}
-
-async fn wait_state(api: &Api, id: &str, state: &str) -> Value {
-    let ids = vec![id.to_string()];
-    eventually(
-        &format!("{id} to be {state}"),
-        Duration::from_secs(30),
-        || async {
-            let w = api.status(&ids).await.pop()?;
-            (w["state"] == state).then_some(w)
-        },
-    )
-    .await
-}
-
-/// `started` events per task id.
-async fn starts(api: &Api) -> HashMap<String, usize> {
-    let mut m = HashMap::new();
-    for e in task_events(&api.nats).await {
-        if e["status"] == "started" {
-            *m.entry(e["task_id"].as_str().unwrap().to_string())
-                .or_default() += 1;
-        }
-    }
-    m
-}
-
-async fn publish_envelope(api: &Api, subject: &str, body: Value) {
-    let js = jetstream::new(api.nats.clone());
-    js.publish(subject.to_string(), body.to_string().into())
-        .await
-        .unwrap()
-        .await
-        .unwrap();
-}
-
-fn alerts_of<'a>(alerts: &'a [Stored], event: &str, wf: &str) -> Vec<&'a Stored> {
-    alerts
-        .iter()
-        .filter(|a| {
-            a.body["content"]["event_type"] == event && a.body["content"]["workflow_id"] == wf
-        })
-        .collect()
-}
 
 /// Pause mid-run: the in-flight task finishes and is recorded, nothing new
 /// is dispatched, the workflow is PAUSED with a checkpoint and a
@@ -265,20 +146,6 @@ async fn pause_mid_run_checkpoints_reminds_and_resumes_without_rerun() {
         .unwrap_err();
     assert_eq!(e.code, "illegal_transition");
     assert!(e.message.contains("completed → pausing"), "{}", e.message);
-}
-
-/// Shell handler for valuation: fails with a Koyfin quota error for the
-/// items listed in `named` while the file `broken` exists.
-fn quota_handler(dir: &std::path::Path) -> String {
-    format!(
-        "t=$(cat); item=$(printf '%s' \"$t\" | sed -n 's/.*\"item\":\"\\([^\"]*\\)\".*/\\1/p'); \
-         if [ -f {b} ] && grep -qx \"$item\" {n}; then \
-           echo '{{\"error\":{{\"class\":\"transient\",\"error_type\":\"quota_exceeded\",\
-\"message\":\"Koyfin API quota exceeded (1000/1000)\",\"data_source\":\"koyfin\"}}}}'; exit 1; fi; \
-         echo '{{\"fair_value\": 1}}'",
-        b = dir.join("broken").display(),
-        n = dir.join("named").display()
-    )
 }
 
 /// The seed's example: AAPL, MSFT, GOOGL, AMZN and TSLA fail valuation with
