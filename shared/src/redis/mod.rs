@@ -5,11 +5,13 @@
 //! - [`CapacitySemaphore`]: cluster-wide capacity per agent type, with leases.
 //! - [`OwnedLock`]: lock with an owner token and TTL.
 //! - [`BoundedCounter`]: at most N live members per key, with expiry.
+//! - [`leadership`]: active/standby by an [`OwnedLock`].
 //! - [`keys`]: the key families.
 
 mod connect;
 mod counter;
 pub mod keys;
+pub mod leadership;
 mod lock;
 mod scripts;
 mod semaphore;
