@@ -283,3 +283,26 @@ impl Signals {
         }
     }
 }
+
+/// The start of every main: layered config from `common`, `--dump-config`,
+/// then telemetry. `Err` carries the exit code to return at once: 0 after
+/// `--dump-config`, 2 for a configuration or telemetry error (printed as
+/// one line naming `bin`). Call inside the tokio runtime.
+pub fn boot(
+    bin: &str,
+    common: &crate::config::CommonArgs,
+) -> Result<(Config, crate::telemetry::TelemetryGuard), std::process::ExitCode> {
+    let config = common.load().map_err(|e| {
+        eprintln!("{bin}: {e}");
+        std::process::ExitCode::from(2)
+    })?;
+    if common.dump_config {
+        print!("{}", config.to_toml());
+        return Err(std::process::ExitCode::SUCCESS);
+    }
+    let guard = crate::telemetry::init(&config.telemetry, bin).map_err(|e| {
+        eprintln!("{bin}: {e}");
+        std::process::ExitCode::from(2)
+    })?;
+    Ok((config, guard))
+}

@@ -8,7 +8,6 @@ use std::process::ExitCode;
 
 use caucus_shared::config::CommonArgs;
 use caucus_shared::service::{self, ServiceContext};
-use caucus_shared::telemetry;
 use caucus_worker::builtin;
 use caucus_worker::handler::{Handler, HandlerSpec, HandlerSpecError};
 use caucus_worker::runtime;
@@ -68,23 +67,9 @@ fn parse_handler(raw: &str) -> Result<String, String> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let common = Args::parse().into_common();
-    let config = match common.load() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{BIN}: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    if common.dump_config {
-        print!("{}", config.to_toml());
-        return ExitCode::SUCCESS;
-    }
-    let _telemetry = match telemetry::init(&config.telemetry, BIN) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("{BIN}: {e}");
-            return ExitCode::from(2);
-        }
+    let (config, _telemetry) = match service::boot(BIN, &common) {
+        Ok(booted) => booted,
+        Err(code) => return code,
     };
     service::exit_code(BIN, service::run_service(SERVICE, config, run_worker).await)
 }

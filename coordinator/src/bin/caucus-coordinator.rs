@@ -8,7 +8,6 @@ use std::process::ExitCode;
 use caucus_coordinator::runtime::{self, SharedScheduler};
 use caucus_shared::config::CommonArgs;
 use caucus_shared::service::{self, ServiceContext};
-use caucus_shared::telemetry;
 use clap::Parser;
 
 const BIN: &str = "caucus-coordinator";
@@ -25,23 +24,9 @@ struct Args {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    let config = match args.common.load() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{BIN}: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    if args.common.dump_config {
-        print!("{}", config.to_toml());
-        return ExitCode::SUCCESS;
-    }
-    let _telemetry = match telemetry::init(&config.telemetry, BIN) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("{BIN}: {e}");
-            return ExitCode::from(2);
-        }
+    let (config, _telemetry) = match service::boot(BIN, &args.common) {
+        Ok(booted) => booted,
+        Err(code) => return code,
     };
     let mut svc = match service::Service::start(SERVICE, config).await {
         Ok(s) => s,
