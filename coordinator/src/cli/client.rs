@@ -8,6 +8,9 @@ use caucus_shared::nats::{api_request, connect, ApiError};
 use caucus_shared::subjects::Subjects;
 use caucus_shared::Config;
 
+/// How long a call keeps retrying `standby` answers.
+pub const STANDBY_RETRY: Duration = Duration::from_secs(20);
+
 /// Connection to the control API.
 pub struct Client {
     nats: async_nats::Client,
@@ -27,8 +30,19 @@ impl Client {
     }
 
     /// Calls `<service>.<operation>`.
+    /// A coordinator that stands by (just started, or another instance
+    /// leads and the queue group picked this one) answers `standby`: the
+    /// call is retried for up to [`STANDBY_RETRY`].
     pub async fn call(&self, service: &str, op: &str, body: Value) -> Result<Value, ApiError> {
-        api_request(&self.nats, &self.subjects, service, op, &body, self.timeout).await
+        let deadline = std::time::Instant::now() + STANDBY_RETRY;
+        loop {
+            match api_request(&self.nats, &self.subjects, service, op, &body, self.timeout).await {
+                Err(e) if e.code == "standby" && std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                r => return r,
+            }
+        }
     }
 
     /// Same, turning an API error into an `anyhow` error with its code.

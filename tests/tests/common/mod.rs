@@ -75,16 +75,21 @@ impl Api {
         }
     }
 
+    /// Calls `<service>.<op>`; a coordinator that has not taken (or not
+    /// yet re-taken) leadership answers `standby`, which is retried, as the
+    /// CLI does.
     pub async fn call(&self, service: &str, op: &str, body: Value) -> Result<Value, ApiError> {
-        api_request(
-            &self.nats,
-            &self.subjects,
-            service,
-            op,
-            &body,
-            Duration::from_secs(10),
-        )
-        .await
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let timeout = Duration::from_secs(10);
+            let r = api_request(&self.nats, &self.subjects, service, op, &body, timeout).await;
+            match r {
+                Err(e) if e.code == "standby" && Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                r => return r,
+            }
+        }
     }
 
     /// Submits and returns the workflow ids.
