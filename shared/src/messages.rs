@@ -6,6 +6,7 @@
 //! the checks serde cannot express (e.g. a confidence within 0..=1).
 
 mod alert;
+pub mod broadcast;
 mod challenge;
 mod content;
 mod debate;
@@ -16,6 +17,7 @@ mod pause;
 mod validate;
 
 pub use alert::Alert;
+pub use broadcast::{MacroBroadcast, MacroEvent};
 pub use challenge::{Challenge, ChallengePriority, Position};
 pub(crate) use content::typed;
 pub use content::{Content, MessageContent};

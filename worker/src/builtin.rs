@@ -1,19 +1,31 @@
 //! Plugs the built-in analysts into the handler: their findings become
-//! `finding` contents about the task's item.
+//! `finding` contents about the task's item, their challenges `challenge`
+//! envelopes for the facilitator; the `macro` agent's broadcasts go to
+//! `caucus.msg.all`.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use caucus_shared::envelope::{Envelope, MessageType, Priority};
 use caucus_shared::task::TaskDispatch;
 
-use crate::analysts::{self, Dataset};
-use crate::handler::{BuiltinFn, HandlerFinding, HandlerOutput};
+use crate::analysts::{self, Dataset, Settings};
+use crate::handler::{BuiltinFn, HandlerFinding, HandlerMessage, HandlerOutput, MessageTarget};
+use crate::macro_agent;
 
-/// The built-in analysts over `data`.
+/// The built-in analysts over `data`, with the default settings.
 pub fn analysts_over(data: Arc<Dataset>) -> BuiltinFn {
+    analysts_with(data, Settings::default())
+}
+
+/// The built-in analysts over `data` with worker-level `settings`.
+pub fn analysts_with(data: Arc<Dataset>, settings: Settings) -> BuiltinFn {
     Arc::new(move |task: &TaskDispatch| {
-        let out = analysts::run(&task.agent_type, task, &data)
+        if task.agent_type == macro_agent::AGENT_TYPE {
+            return macro_agent::run(task).map_err(|e| e.to_task_error(None));
+        }
+        let out = analysts::run_with(&task.agent_type, task, &data, &settings)
             .map_err(|e| e.to_task_error(Some(data.origin())))?;
         let findings = out
             .findings
@@ -37,10 +49,36 @@ pub fn analysts_over(data: Arc<Dataset>) -> BuiltinFn {
                 HandlerFinding { content }
             })
             .collect();
+        let messages = out
+            .challenges
+            .into_iter()
+            .filter_map(|c| challenge_message(task, c))
+            .collect();
         Ok(HandlerOutput {
             output: out.output,
             findings,
+            messages,
         })
+    })
+}
+
+/// The envelope of a challenge an analyst raised; its id derives from the
+/// debate id, so a re-run task's challenge is de-duplicated by the stream
+/// (and the facilitator opens a debate id only once anyway).
+fn challenge_message(task: &TaskDispatch, content: Value) -> Option<HandlerMessage> {
+    let debate_id = content.get("debate_id")?.as_str()?.to_string();
+    let envelope = Envelope::new(MessageType::Challenge, task.agent_type.clone(), content)
+        .to("facilitator")
+        .with_priority(Priority::High)
+        .with_requires_response(true)
+        .with_id(format!("challenge-{debate_id}"))
+        .with_correlation_id(task.workflow_id.clone());
+    Some(HandlerMessage {
+        target: MessageTarget::Debate {
+            debate_id,
+            event: "challenge".into(),
+        },
+        envelope,
     })
 }
 

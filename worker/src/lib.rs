@@ -4,8 +4,13 @@
 //! - [`handler`]: what runs a task (built-in analysts, `exec:`, `http:`, no-op).
 //! - [`analysts`]: the built-in deterministic analysts and their data set.
 //! - [`runtime`]: registration, leases, pulling, reporting.
+//! - [`messages`]: broadcasts (market regime) and built-in agents' inboxes
+//!   (flush requests, debates).
+//! - [`macro_agent`]: the built-in `macro` agent that broadcasts regime changes.
 
 pub mod analysts;
 pub mod builtin;
 pub mod handler;
+pub mod macro_agent;
+pub mod messages;
 pub mod runtime;

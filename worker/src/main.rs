@@ -82,12 +82,18 @@ async fn run_worker(ctx: ServiceContext) -> Result<(), String> {
         .handler
         .parse()
         .map_err(|e: HandlerSpecError| e.to_string())?;
-    let builtin = if spec == HandlerSpec::Builtin {
+    let (builtin, dataset) = if spec == HandlerSpec::Builtin {
         let data = builtin::dataset(cfg.worker.data_path.as_deref()).map_err(|e| e.to_string())?;
         tracing::info!(data_set = %data.origin(), tickers = data.tickers().len(), "built-in analysts loaded");
-        Some(builtin::analysts_over(data))
+        let settings = caucus_worker::analysts::Settings {
+            margin_debate_gap: cfg.worker.margin_debate_gap,
+        };
+        (
+            Some(builtin::analysts_with(data.clone(), settings)),
+            Some(data),
+        )
     } else {
-        None
+        (None, None)
     };
     let deps = runtime::WorkerDeps {
         config: cfg.clone(),
@@ -98,6 +104,7 @@ async fn run_worker(ctx: ServiceContext) -> Result<(), String> {
         clock: ctx.clock.clone(),
         worker_id: ctx.instance_id.clone(),
         handler: Handler::new(spec, builtin),
+        dataset,
     };
     runtime::run(deps, &ctx.tasks)
         .await

@@ -114,6 +114,12 @@ impl Config {
         if self.worker.slots == 0 {
             return bad("worker.slots must be > 0".into());
         }
+        let gap = self.worker.margin_debate_gap;
+        if !(gap.is_finite() && gap >= 0.0) {
+            return bad(format!(
+                "worker.margin_debate_gap must be a fraction >= 0 (0 disables built-in debates), got {gap}"
+            ));
+        }
         Ok(())
     }
 }

@@ -36,6 +36,19 @@ pub struct WorkerConfig {
     pub pace: bool,
     /// Directory of a fundamentals data set replacing the bundled one.
     pub data_path: Option<std::path::PathBuf>,
+    /// Built-in valuation opens a debate when the financial and strategy
+    /// operating-margin assumptions differ by more than this (fraction;
+    /// 0 disables built-in debates). A stage param `margin_debate_gap` wins.
+    pub margin_debate_gap: f64,
+    /// Longest wait, before a task starts, for broadcasts already on
+    /// `caucus.msg.all` to be applied (then the task runs anyway, logged).
+    #[serde(with = "humantime_serde")]
+    pub broadcast_wait: Duration,
+    /// How long a built-in challenger waits for the challenged agent's
+    /// evidence before giving up on its verdict (the facilitator's own
+    /// deadlines then escalate the debate).
+    #[serde(with = "humantime_serde")]
+    pub debate_evidence_wait: Duration,
 }
 
 impl Default for WorkerConfig {
@@ -52,6 +65,9 @@ impl Default for WorkerConfig {
             max_deliver: 20,
             pace: false,
             data_path: None,
+            margin_debate_gap: 0.03,
+            broadcast_wait: Duration::from_secs(2),
+            debate_evidence_wait: Duration::from_secs(3600),
         }
     }
 }

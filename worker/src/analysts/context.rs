@@ -20,6 +20,8 @@ pub(crate) struct Analysis {
     pub key_figures: Vec<(String, String)>,
     /// Findings to publish.
     pub findings: Vec<Finding>,
+    /// Challenge contents to publish on `caucus.debates.<id>.challenge`.
+    pub challenges: Vec<Value>,
 }
 
 impl Analysis {
@@ -32,8 +34,24 @@ impl Analysis {
     }
 }
 
+/// Worker-level defaults the analysts read (stage params override them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Margin gap above which valuation opens a debate (0 disables).
+    pub margin_debate_gap: f64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            margin_debate_gap: super::margin_debate::DEFAULT_GAP,
+        }
+    }
+}
+
 pub(crate) struct Ctx<'a> {
     pub task: &'a TaskDispatch,
+    pub settings: &'a Settings,
     pub data: &'a Dataset,
     pub company: &'a Company,
     /// Outputs of every stage upstream (direct inputs and what they carried).
@@ -41,13 +59,18 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    pub fn new(task: &'a TaskDispatch, data: &'a Dataset) -> Result<Ctx<'a>, AnalystError> {
+    pub fn new(
+        task: &'a TaskDispatch,
+        data: &'a Dataset,
+        settings: &'a Settings,
+    ) -> Result<Ctx<'a>, AnalystError> {
         let company = data.company(&task.item)?;
         if !(task.params.is_null() || task.params.is_object()) {
             return Err(AnalystError::bad_input("params must be a JSON object"));
         }
         Ok(Ctx {
             task,
+            settings,
             data,
             company,
             upstream: collect_upstream(task),

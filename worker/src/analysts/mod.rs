@@ -28,6 +28,7 @@ pub mod dataset;
 pub mod dcf;
 mod financial;
 pub mod format;
+pub mod margin_debate;
 pub mod metrics;
 pub mod regime;
 mod report;
@@ -42,6 +43,7 @@ use serde_json::{json, Value};
 pub use dataset::{Company, Dataset, DatasetError, FiscalYear};
 
 use context::{Analysis, Ctx};
+pub use context::Settings;
 
 /// Version of the analysts' output objects.
 pub const OUTPUT_SCHEMA_VERSION: u32 = 1;
@@ -88,6 +90,9 @@ pub struct AnalystOutput {
     pub output: Value,
     /// Findings to publish on `caucus.findings.<key>`.
     pub findings: Vec<Finding>,
+    /// Challenge contents (seed format) to publish on
+    /// `caucus.debates.<debate_id>.challenge`.
+    pub challenges: Vec<Value>,
 }
 
 /// Why an analyst could not produce an output.
@@ -144,11 +149,22 @@ impl From<DatasetError> for AnalystError {
     }
 }
 
-/// Runs the built-in analyst `agent_type` on `task.item`.
+/// Runs the built-in analyst `agent_type` on `task.item` with the default
+/// [`Settings`].
 pub fn run(
     agent_type: &str,
     task: &TaskDispatch,
     data: &Dataset,
+) -> Result<AnalystOutput, AnalystError> {
+    run_with(agent_type, task, data, &Settings::default())
+}
+
+/// Runs the built-in analyst `agent_type` on `task.item`.
+pub fn run_with(
+    agent_type: &str,
+    task: &TaskDispatch,
+    data: &Dataset,
+    settings: &Settings,
 ) -> Result<AnalystOutput, AnalystError> {
     let analyse: fn(&Ctx<'_>) -> Result<Analysis, AnalystError> = match agent_type {
         "screening" => screening::analyse,
@@ -167,7 +183,7 @@ pub fn run(
             ))
         }
     };
-    let ctx = Ctx::new(task, data)?;
+    let ctx = Ctx::new(task, data, settings)?;
     let analysis = analyse(&ctx)?;
     Ok(assemble(agent_type, &ctx, analysis))
 }
@@ -181,6 +197,11 @@ fn assemble(agent_type: &str, ctx: &Ctx<'_>, a: Analysis) -> AnalystOutput {
     out.insert("sector".into(), json!(ctx.company.sector));
     out.insert("data_source".into(), json!(ctx.data.origin()));
     out.extend(a.body);
+    // Seed 001 response protocol: every analyst notes the market regime it
+    // worked under (screening and valuation also apply it).
+    if let Some(note) = regime::note(ctx.task, &ctx.company.sector) {
+        out.insert("market_regime".into(), note);
+    }
     let figures: Vec<Value> = a
         .key_figures
         .iter()
@@ -192,5 +213,6 @@ fn assemble(agent_type: &str, ctx: &Ctx<'_>, a: Analysis) -> AnalystOutput {
     AnalystOutput {
         output: Value::Object(out),
         findings: a.findings,
+        challenges: a.challenges,
     }
 }

@@ -11,7 +11,8 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
+use caucus_shared::task::TaskDispatch;
+use serde_json::{json, Value};
 
 use super::AnalystError;
 
@@ -92,6 +93,32 @@ impl Regime {
             .copied()
             .unwrap_or(0.0)
     }
+}
+
+/// What an analyst notes about the regime it ran under (`None` when the
+/// task carries no regime, or one that does not parse: the analysts that
+/// apply it report that error themselves).
+pub fn note(task: &TaskDispatch, sector: &str) -> Option<Value> {
+    let raw = task
+        .inputs
+        .get("regime")
+        .filter(|v| !v.is_null())
+        .or_else(|| task.params.get("regime").filter(|v| !v.is_null()))?;
+    let r = Regime::parse(raw).ok()?;
+    let source = if task.inputs.get("regime").is_some_and(|v| !v.is_null()) {
+        raw.get("source")
+            .and_then(Value::as_str)
+            .unwrap_or("inputs.regime")
+            .to_string()
+    } else {
+        "params.regime".to_string()
+    };
+    Some(json!({
+        "name": r.name,
+        "source": source,
+        "discount_rate_adjustment": r.discount_adjustment(sector),
+        "sector_favorability_change": r.favorability(sector),
+    }))
 }
 
 fn sector_map(scope: &Value, key: &str) -> Result<BTreeMap<String, f64>, AnalystError> {

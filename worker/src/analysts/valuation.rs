@@ -13,6 +13,13 @@
 //!   table, else `params.default_discount_rate` = 9 %) plus the regime's
 //!   adjustment for the sector (see [`super::regime`]).
 //!
+//! When the financial and strategy margins differ by more than
+//! `params.margin_debate_gap` (default: the worker's `margin_debate_gap`,
+//! 3 points), valuation opens the margin debate (see [`super::margin_debate`]:
+//! strategy challenges financial), uses the lower margin meanwhile and marks
+//! its output `provisional` with the debate id (`debate_ids`,
+//! `margin_debate`). A resolved margin never opens a debate.
+//!
 //! Reinvestment comes from the data set's last three years: depreciation as a
 //! share of revenue and capex ÷ depreciation. Tax 21 %, terminal growth 2.5 %
 //! (params `tax_rate`, `terminal_growth`). Rating: BUY at upside ≥ 15 %
@@ -25,7 +32,7 @@ use super::dcf::{dcf, DcfError, DcfInputs};
 use super::format::{pct, price, pts, signed_pct};
 use super::metrics::{revenue_cagr, round, DEFAULT_TAX_RATE};
 use super::regime::Regime;
-use super::{financial, AnalystError, Finding};
+use super::{financial, margin_debate, AnalystError, Finding};
 
 /// Base discount rates (WACC) per sector before any regime adjustment.
 pub const SECTOR_BASE_RATES: [(&str, f64); 11] = [
@@ -68,6 +75,19 @@ fn sector_base_rate(ctx: &Ctx<'_>, sector: &str) -> Result<(f64, &'static str), 
     Ok((ctx.param_f64("default_discount_rate", 0.09)?, "default"))
 }
 
+/// The confidence of a stage's `operating_margin` finding, if it gave one.
+fn margin_confidence(ctx: &Ctx<'_>, stage: &str) -> Option<f64> {
+    ctx.upstream
+        .get(stage)?
+        .get("findings")?
+        .as_array()?
+        .iter()
+        .find(|f| f.get("key").and_then(Value::as_str) == Some(margin_debate::METRIC))?
+        .get("confidence")?
+        .as_f64()
+        .filter(|c| (0.0..=1.0).contains(c))
+}
+
 fn invalid(e: DcfError) -> AnalystError {
     AnalystError::permanent("invalid_assumption", e.to_string())
 }
@@ -88,6 +108,24 @@ pub(crate) fn analyse(ctx: &Ctx<'_>) -> Result<Analysis, AnalystError> {
     };
     let strategy_margin = ctx.stage_f64("strategy", "/operating_margin_assumption/value")?;
     let financial_margin = ctx.stage_f64("financial", "/operating_margin_assumption/value")?;
+    let debate_gap = ctx.param_f64("margin_debate_gap", ctx.settings.margin_debate_gap)?;
+    if debate_gap < 0.0 {
+        return Err(AnalystError::bad_input(
+            "params.margin_debate_gap must be >= 0 (0 disables the margin debate)",
+        ));
+    }
+    // A resolved margin is settled; otherwise a gap above the threshold is
+    // debated, and meanwhile the lower (conservative) margin is used.
+    let debated = match (margin_source, financial_margin, strategy_margin) {
+        ("resolved_assumptions", _, _) => None,
+        (_, Some(f), Some(s)) if debate_gap > 0.0 && (s - f).abs() > debate_gap => Some((f, s)),
+        _ => None,
+    };
+    let (margin, margin_source) = match debated {
+        Some((f, s)) if s < f => (s, "strategy (lower margin while the debate is open)"),
+        Some((f, _)) => (f, "financial (lower margin while the debate is open)"),
+        None => (margin, margin_source),
+    };
 
     let (raw_growth, growth_source) = match ctx.resolved("revenue_growth")? {
         Some(g) => (g, "resolved_assumptions"),
@@ -178,9 +216,50 @@ pub(crate) fn analyse(ctx: &Ctx<'_>) -> Result<Analysis, AnalystError> {
     } else {
         financial_margin.or(strategy_margin)
     };
-    let disagreement = other_margin.map(|o| (o - margin).abs());
+    let disagreement = match debated {
+        Some((f, s)) => Some((s - f).abs()),
+        None => other_margin.map(|o| (o - margin).abs()),
+    };
+    let regime_name = regime.name.clone();
+    let debate = debated.map(|(f, s)| {
+        let view = |stage: &str, value: f64| margin_debate::View {
+            value,
+            confidence: margin_confidence(ctx, stage),
+        };
+        let challenge = margin_debate::challenge(&margin_debate::ChallengeInput {
+            workflow_id: &ctx.task.workflow_id,
+            company: c,
+            financial: view("financial", f),
+            strategy: view("strategy", s),
+            threshold: debate_gap,
+            regime: regime_name.clone(),
+        });
+        let summary = json!({
+            "debate_id": margin_debate::debate_id(&ctx.task.workflow_id),
+            "metric": margin_debate::METRIC,
+            "financial_operating_margin": round(f, 6),
+            "strategy_operating_margin": round(s, 6),
+            "gap": round((s - f).abs(), 6),
+            "threshold": debate_gap,
+            "margin_used": round(f.min(s), 6),
+            "rule": "the lower (conservative) margin is used until the debate resolves",
+        });
+        (challenge, summary)
+    });
 
     let mut a = Analysis::default();
+    match debate {
+        Some((challenge, summary)) => {
+            a.set("provisional", json!(true));
+            a.set("debate_ids", json!([summary["debate_id"].clone()]));
+            a.set("margin_debate", summary);
+            a.challenges.push(challenge);
+        }
+        None => {
+            a.set("provisional", json!(false));
+            a.set("debate_ids", json!([]));
+        }
+    }
     a.set("target_price", json!(target));
     a.set("current_price", json!(c.price));
     a.set("upside", json!(round(upside, 6)));
@@ -258,6 +337,12 @@ pub(crate) fn analyse(ctx: &Ctx<'_>) -> Result<Analysis, AnalystError> {
         a.figure(
             "Margin disagreement (financial vs strategy)",
             format!("{:.1} pts", d * 100.0),
+        );
+    }
+    if let Some(id) = a.body.get("margin_debate").and_then(|d| d.get("debate_id")) {
+        a.figure(
+            "Margin debate",
+            format!("{} (provisional: lower margin used)", id.as_str().unwrap_or_default()),
         );
     }
     a.figure(

@@ -21,6 +21,31 @@ pub struct HandlerFinding {
     pub content: Value,
 }
 
+/// Where a [`HandlerMessage`] goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MessageTarget {
+    /// `caucus.debates.<debate_id>.<event>`.
+    Debate {
+        /// The debate.
+        debate_id: String,
+        /// `challenge`, `ack`, `evidence`, `verdict`.
+        event: String,
+    },
+    /// `caucus.msg.all`.
+    Broadcast,
+}
+
+/// An envelope a handler wants published besides its findings (a challenge,
+/// a macro broadcast); its id is the `Nats-Msg-Id`, so a re-run task does
+/// not publish it twice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HandlerMessage {
+    /// Where it goes.
+    pub target: MessageTarget,
+    /// The message.
+    pub envelope: caucus_shared::envelope::Envelope,
+}
+
 /// A successful run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HandlerOutput {
@@ -28,6 +53,8 @@ pub struct HandlerOutput {
     pub output: Value,
     /// Findings to publish.
     pub findings: Vec<HandlerFinding>,
+    /// Other messages to publish (before the completion is reported).
+    pub messages: Vec<HandlerMessage>,
 }
 
 impl HandlerOutput {
@@ -36,6 +63,7 @@ impl HandlerOutput {
         HandlerOutput {
             output,
             findings: Vec::new(),
+            messages: Vec::new(),
         }
     }
 }
@@ -159,5 +187,6 @@ pub(crate) fn split_findings(mut v: Value) -> HandlerOutput {
     HandlerOutput {
         output: v,
         findings,
+        messages: Vec::new(),
     }
 }

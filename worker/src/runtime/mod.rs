@@ -22,6 +22,8 @@ use caucus_shared::redis::{CapacitySemaphore, RedisPool};
 use caucus_shared::subjects::Subjects;
 
 use crate::handler::Handler;
+use crate::messages::debates::DebateAgent;
+use crate::messages::{inbox, Broadcasts};
 
 pub use report::Reporter;
 
@@ -44,6 +46,9 @@ pub struct WorkerDeps {
     pub worker_id: String,
     /// What runs the tasks.
     pub handler: Handler,
+    /// The built-in analysts' data set; with it, the worker also answers
+    /// the messages addressed to its agent types (flushes, debates).
+    pub dataset: Option<Arc<crate::analysts::Dataset>>,
 }
 
 /// Errors that stop a worker from starting.
@@ -72,6 +77,42 @@ pub async fn run(deps: WorkerDeps, tracker: &TaskTracker) -> Result<(), WorkerEr
         deps.clock.clone(),
         deps.worker_id.clone(),
     );
+    // Broadcasts first: the first task must already see the current regime.
+    let broadcasts = Broadcasts::start(
+        &deps.js,
+        &deps.subjects,
+        dlq.clone(),
+        cfg.max_body_bytes,
+        cfg.worker.broadcast_wait,
+        deps.shutdown.clone(),
+        tracker,
+    )
+    .await
+    .map_err(WorkerError::Setup)?;
+    if let Some(data) = &deps.dataset {
+        for agent in &cfg.worker.agents {
+            let consumer =
+                inbox::ensure_consumer(&deps.js, &deps.subjects, agent, cfg.worker.ack_wait)
+                    .await
+                    .map_err(WorkerError::Setup)?;
+            let debater = Arc::new(DebateAgent {
+                agent_type: agent.clone(),
+                nats: deps.js.client(),
+                js: deps.js.clone(),
+                subjects: deps.subjects.clone(),
+                data: data.clone(),
+                evidence_wait: cfg.worker.debate_evidence_wait,
+            });
+            tracker.spawn(inbox::run(
+                consumer,
+                debater,
+                dlq.clone(),
+                cfg.max_body_bytes,
+                deps.shutdown.clone(),
+                tracker.clone(),
+            ));
+        }
+    }
     let stop_heartbeat = CancellationToken::new();
     let mut sems = Vec::new();
     for agent in &cfg.worker.agents {
@@ -114,6 +155,7 @@ pub async fn run(deps: WorkerDeps, tracker: &TaskTracker) -> Result<(), WorkerEr
                 consumer: consumer.clone(),
                 dlq: dlq.clone(),
                 reporter: reporter.clone(),
+                broadcasts: broadcasts.clone(),
             };
             tracker.spawn(s.run());
         }

@@ -87,6 +87,28 @@ impl Reporter {
         ev
     }
 
+    /// Publishes a handler's extra message (a challenge, a broadcast) with
+    /// its envelope id as `Nats-Msg-Id`.
+    pub async fn message(&self, m: &crate::handler::HandlerMessage) -> Result<(), String> {
+        let subject = match &m.target {
+            crate::handler::MessageTarget::Debate { debate_id, event } => {
+                self.subjects.debates(debate_id, event)
+            }
+            crate::handler::MessageTarget::Broadcast => self.subjects.msg_all(),
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert("Nats-Msg-Id", m.envelope.id.as_str());
+        trace::inject(&mut headers);
+        let env = m.envelope.clone().with_timestamp(self.clock.now());
+        self.js
+            .publish_with_headers(subject, headers, env.to_bytes())
+            .await
+            .map_err(|e| e.to_string())?
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
     /// Publishes a finding about `item` (content in the `finding` shape).
     pub async fn finding(
         &self,

@@ -25,6 +25,7 @@ pub(super) struct Slot {
     pub(super) consumer: PullConsumer,
     pub(super) dlq: Dlq,
     pub(super) reporter: Reporter,
+    pub(super) broadcasts: crate::messages::Broadcasts,
 }
 
 impl Slot {
@@ -112,7 +113,15 @@ impl Slot {
                 serde_json::from_slice::<TaskDispatch>(b)
             })
             .await;
-            if let Some(task) = task {
+            if let Some(mut task) = task {
+                // Broadcasts bypass the queue: whatever is on caucus.msg.all
+                // now is applied before this task starts.
+                self.broadcasts.catch_up().await;
+                if !task.inputs.contains_key("regime") {
+                    if let Some(regime) = self.broadcasts.regime_input() {
+                        task.inputs.insert("regime".into(), regime);
+                    }
+                }
                 let span = trace::consumer_span(&msg.subject, msg.headers.as_ref());
                 self.execute(&msg, task, lease).instrument(span).await;
             }
@@ -170,6 +179,11 @@ impl Slot {
                 for (i, f) in out.findings.into_iter().enumerate() {
                     if let Err(e) = self.reporter.finding(&task, i, f.content).await {
                         tracing::warn!(task_id = %task.task_id, error = %e, "finding not published");
+                    }
+                }
+                for m in out.messages {
+                    if let Err(e) = self.reporter.message(&m).await {
+                        tracing::warn!(task_id = %task.task_id, error = %e, "message not published");
                     }
                 }
                 let mut ev = self
