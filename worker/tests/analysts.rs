@@ -791,3 +791,77 @@ fn python_exec_agent_speaks_the_protocol() {
     assert_eq!(code, Some(75));
     assert_eq!(err["error"]["data_source"], json!("koyfin"));
 }
+
+#[test]
+fn valuation_opens_the_margin_debate_exactly_for_the_seeded_tickers() {
+    for t in data().tickers() {
+        let p = pipeline(t);
+        let v = &p["valuation"];
+        let seeded = DISAGREEMENT_SEEDED.contains(&t);
+        assert_eq!(v.output["provisional"], json!(seeded), "{t}");
+        assert_eq!(v.challenges.len(), usize::from(seeded), "{t}");
+        if !seeded {
+            assert_eq!(v.output["debate_ids"], json!([]), "{t}");
+            continue;
+        }
+        let d = &v.output["margin_debate"];
+        let id = d["debate_id"].as_str().unwrap();
+        assert_eq!(v.output["debate_ids"], json!([id]));
+        let (f, s) = (
+            f64_at(d, "/financial_operating_margin"),
+            f64_at(d, "/strategy_operating_margin"),
+        );
+        // The conservative (lower) margin drives the DCF meanwhile.
+        assert_eq!(f64_at(&v.output, "/operating_margin_used"), f.min(s), "{t}");
+        let c = &v.challenges[0];
+        assert_eq!(c["debate_id"], json!(id));
+        assert_eq!(c["challenger"], "strategy");
+        assert_eq!(c["challenged"], "financial");
+        assert_eq!(c["priority"], "valuation");
+        assert_eq!(c["item"], json!(t));
+        assert_eq!(c["challenged_position"]["value"], json!(f));
+        assert_eq!(c["challenger_position"]["value"], json!(s));
+        assert!(c["challenged_position"]["confidence"].as_f64().is_some());
+    }
+}
+
+#[test]
+fn a_resolved_margin_or_a_zero_gap_opens_no_debate() {
+    let resolved: BTreeMap<String, Value> = [(
+        "resolved_assumptions".to_string(),
+        json!({"operating_margin": 0.41}),
+    )]
+    .into();
+    let p = pipeline_with("NVDA", &resolved, Value::Null);
+    assert!(p["valuation"].challenges.is_empty());
+    assert_eq!(p["valuation"].output["provisional"], json!(false));
+    let p = pipeline_with("NVDA", &BTreeMap::new(), json!({"margin_debate_gap": 0.0}));
+    assert!(p["valuation"].challenges.is_empty());
+    let p = pipeline_with("AAPL", &BTreeMap::new(), json!({"margin_debate_gap": 0.005}));
+    assert_eq!(p["valuation"].challenges.len(), 1);
+}
+
+#[test]
+fn every_analyst_notes_the_regime_it_ran_under() {
+    let regime: BTreeMap<String, Value> = [(
+        "regime".to_string(),
+        json!({"name": "BEAR_HIGH_RATES", "discount_rate_changes": {"Technology": 0.02},
+               "sector_favorability_changes": {"Technology": -15}, "source": "broadcast"}),
+    )]
+    .into();
+    let p = pipeline_with("AAPL", &regime, Value::Null);
+    for stage in known_agent_types() {
+        let note = &p[*stage].output["market_regime"];
+        assert_eq!(note["name"], "BEAR_HIGH_RATES", "{stage}");
+        assert_eq!(note["source"], "broadcast", "{stage}");
+    }
+    let plain = pipeline("AAPL");
+    assert!(plain["valuation"].output.get("market_regime").is_none());
+    assert!(
+        f64_at(&p["valuation"].output, "/discount_rate")
+            > f64_at(&plain["valuation"].output, "/discount_rate")
+    );
+    assert!(
+        f64_at(&p["screening"].output, "/score") < f64_at(&plain["screening"].output, "/score")
+    );
+}

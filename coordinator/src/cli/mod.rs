@@ -1,6 +1,7 @@
 //! The `caucus` command-line client: talks to the services over the control
 //! API (`caucus.api.<service>.<operation>`), so it needs only NATS.
 
+mod broadcast;
 mod client;
 mod demo;
 mod pause;
@@ -138,6 +139,9 @@ pub enum Command {
         #[arg(long, default_value_t = 200)]
         unit_ms: u64,
     },
+    /// Publish a macro broadcast (regime change, rate move) to every agent
+    /// on `caucus.msg.all`.
+    Broadcast(broadcast::BroadcastArgs),
     /// Start the local stack (scripts/stack up).
     Up,
     /// Stop the local stack (scripts/stack down).
@@ -195,6 +199,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Health { service } => client.health(&service).await,
         Command::Run(args) => run::run(&client, &args, cli.json).await,
         Command::Demo { tickers, unit_ms } => demo::run(&client, &config, tickers, unit_ms).await,
+        Command::Broadcast(args) => {
+            let subjects = caucus_shared::subjects::Subjects::new(config.subject_prefix.clone());
+            broadcast::run(&client, &subjects, &args, cli.json).await
+        }
         Command::Up | Command::Down => unreachable!("handled above"),
     }
 }

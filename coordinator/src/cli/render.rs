@@ -32,6 +32,16 @@ pub fn workflow_line(w: &Value) -> String {
     if let Some(f) = w["failure"].as_str() {
         line.push_str(&format!("  ({f})"));
     }
+    if let Some(flags) = w["flags"].as_array().filter(|f| !f.is_empty()) {
+        let what: Vec<String> = flags
+            .iter()
+            .map(|f| match f["detail"]["new_regime"].as_str() {
+                Some(r) => format!("{} → {r}", f["kind"].as_str().unwrap_or("?")),
+                None => f["kind"].as_str().unwrap_or("?").to_string(),
+            })
+            .collect();
+        line.push_str(&format!("  re-evaluate: {}", what.join(", ")));
+    }
     line
 }
 

@@ -199,6 +199,10 @@ pub fn workflow_json(r: &WorkflowRecord, with_tasks: bool) -> Value {
     if let Some(p) = &r.pause {
         m.insert("pause".into(), json!(p));
     }
+    if !r.flags.is_empty() {
+        m.insert("flags".into(), json!(r.flags));
+        m.insert("reevaluate".into(), json!(true));
+    }
     if with_tasks {
         let tasks: BTreeMap<&String, Value> = r
             .tasks

@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod batch;
+pub mod broadcasts;
 mod capacity;
 pub mod checkpoints;
 pub mod control;
@@ -119,6 +120,10 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
     let consumer = events::ensure_consumer(&deps.js, &deps.subjects, deps.config.worker.ack_wait)
         .await
         .map_err(CoordinatorError::Setup)?;
+    let bcast_consumer =
+        broadcasts::ensure_consumer(&deps.js, &deps.subjects, deps.config.worker.ack_wait)
+            .await
+            .map_err(CoordinatorError::Setup)?;
     while !deps.shutdown.is_cancelled() {
         if !leader::acquire(&lock, cfg.leader_lease, &deps.shutdown).await {
             break;
@@ -206,10 +211,18 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             tx.clone(),
             term.clone(),
         ));
+        let bcast_task = tokio::spawn(broadcasts::run(
+            bcast_consumer.clone(),
+            Dlq::new(deps.js.clone(), deps.subjects.clone()),
+            deps.config.max_body_bytes,
+            deps.clock.clone(),
+            tx.clone(),
+            term.clone(),
+        ));
         drop(tx);
         sched.run(rx, term.clone()).await;
         *current.write().expect("scheduler slot") = None;
-        let _ = tokio::join!(cap_task, ev_task, ctl_task, stop);
+        let _ = tokio::join!(cap_task, ev_task, ctl_task, bcast_task, stop);
         if deps.shutdown.is_cancelled() {
             let _ = keeper.await;
             break;

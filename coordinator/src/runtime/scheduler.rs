@@ -72,6 +72,14 @@ pub enum Command {
         /// The reply body or error.
         reply: oneshot::Sender<Result<Value, ApiError>>,
     },
+    /// Flag every unfinished workflow for re-evaluation (a macro broadcast);
+    /// replies with how many were flagged.
+    Flag {
+        /// The flag.
+        flag: crate::workflow::WorkflowFlag,
+        /// The count.
+        reply: oneshot::Sender<usize>,
+    },
     /// Load per agent type.
     Load {
         /// The reply.
@@ -237,6 +245,24 @@ impl Scheduler {
                 let _ = reply.send(r);
             }
             Command::Poke => {}
+            Command::Flag { flag, reply } => {
+                let ids: Vec<String> = self
+                    .engine
+                    .workflows()
+                    .filter(|r| !r.state.is_terminal())
+                    .map(|r| r.workflow_id.clone())
+                    .collect();
+                let mut n = 0;
+                for id in ids {
+                    if let Some(r) = self.engine.get_mut(&id) {
+                        if r.add_flag(flag.clone()) {
+                            self.dirty.insert(id);
+                            n += 1;
+                        }
+                    }
+                }
+                let _ = reply.send(n);
+            }
             Command::Load { reply } => {
                 let _ = reply.send(self.engine.load(self.clock.now()));
             }

@@ -13,7 +13,8 @@ mod transitions;
 pub use build::{instantiate, StageDef, StageRetry};
 pub use pause::{IllegalTransition, PauseInfo, PauseOutcome, PauseSpec};
 pub use record::{
-    TaskRecord, TaskRunState, WorkflowRecord, WorkflowState, WORKFLOW_SCHEMA_VERSION,
+    TaskRecord, TaskRunState, WorkflowFlag, WorkflowRecord, WorkflowState,
+    WORKFLOW_SCHEMA_VERSION,
 };
 pub use resume::{
     checkpoint_id, resolve, Checkpoint, CompletedTask, FailedTask, InFlightPolicy, InFlightTask,

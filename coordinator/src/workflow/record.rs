@@ -189,12 +189,38 @@ pub struct WorkflowRecord {
     /// Pauses so far (numbers checkpoints and alert ids).
     #[serde(default)]
     pub pause_count: u32,
+    /// Reasons to re-evaluate it (e.g. a regime change while it ran); the
+    /// workflow carries on regardless.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<WorkflowFlag>,
+}
+
+/// A note that a workflow may need re-evaluation.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WorkflowFlag {
+    /// What happened, e.g. `regime_change`, `rate_announcement`.
+    pub kind: String,
+    /// When it was flagged.
+    pub at: DateTime<Utc>,
+    /// The event (broadcast id, sender, regimes, confidence, …).
+    pub detail: Value,
 }
 
 impl WorkflowRecord {
     /// Task id as used on the wire: `<workflow_id>/<task key>`.
     pub fn task_id(&self, key: &str) -> String {
         format!("{}/{key}", self.workflow_id)
+    }
+
+    /// Adds `flag` unless the same event (`detail.id`) flagged it already;
+    /// true when added.
+    pub fn add_flag(&mut self, flag: WorkflowFlag) -> bool {
+        let id = flag.detail.get("id");
+        if id.is_some() && self.flags.iter().any(|f| f.detail.get("id") == id) {
+            return false;
+        }
+        self.flags.push(flag);
+        true
     }
 
     /// Counts of tasks per state.

@@ -122,8 +122,8 @@ pub(crate) fn analyse(ctx: &Ctx<'_>) -> Result<Analysis, AnalystError> {
         _ => None,
     };
     let (margin, margin_source) = match debated {
-        Some((f, s)) if s < f => (s, "strategy (lower margin while the debate is open)"),
-        Some((f, _)) => (f, "financial (lower margin while the debate is open)"),
+        Some((f, s)) if s < f => (s, "strategy"),
+        Some((f, _)) => (f, "financial"),
         None => (margin, margin_source),
     };
 
