@@ -10,6 +10,7 @@
 //! | `provisional` | `{workflow_id?, item?}` | `{count, message, decisions}` |
 //! | `track_record` | `{records: [TrackRecord]}` | `{added, agents: {agent: total}}` |
 //! | `credibility` | `{agent, context?, regime?}` | the agent's score |
+//! | `regime` | `{}` | `{regime, source, broadcast_id?, from_agent?, since?}` |
 //! | `message` | a debate envelope | `{debate}` (errors come back, e.g. `snapshot_mismatch`) |
 
 use std::collections::BTreeMap;
@@ -201,9 +202,10 @@ pub fn install(svc: &mut Service, fac: Arc<Facilitator>) {
                 .records(&req.agent)
                 .await
                 .map_err(ServiceError::from)?;
+            let current = f.regime.get().await;
             let regime = req
                 .regime
-                .or_else(|| (!f.regime.is_empty()).then(|| f.regime.clone()));
+                .or_else(|| (!current.is_empty()).then_some(current));
             let q = CredibilityQuery {
                 context: req.context,
                 regime,
@@ -212,6 +214,11 @@ pub fn install(svc: &mut Service, fac: Arc<Facilitator>) {
                 .map_err(|e| ApiError::bad_request(e.to_string()))?;
             to_json(&s)
         }
+    });
+    let f = fac.clone();
+    svc.route("regime", move |_v| {
+        let f = f.clone();
+        async move { to_json(&f.regime.record().await) }
     });
     let f = fac;
     svc.route("message", move |v| {

@@ -54,8 +54,8 @@ pub struct Facilitator {
     pub params: CredibilityParams,
     /// Impact model.
     pub impact: ImpactParams,
-    /// Regime used when a debate names none.
-    pub regime: String,
+    /// Regime used when a debate names none (config, then broadcasts).
+    pub regime: super::regime::CurrentRegime,
     /// Sender name of the facilitator's messages.
     pub name: String,
 }
@@ -247,7 +247,7 @@ impl Facilitator {
 
     /// Both agents' credibility in the debate's context.
     pub async fn assess(&self, d: &Debate) -> Result<L2Assessment, ServiceError> {
-        let query = d.credibility_query(&self.regime);
+        let query = d.credibility_query(&self.regime.get().await);
         let now = self.clock.now();
         let a = &d.challenge.challenger;
         let b = &d.challenge.challenged;

@@ -12,6 +12,7 @@ pub mod consume;
 pub mod engine;
 pub mod error;
 pub mod experts;
+pub mod regime;
 pub mod requests;
 pub mod store;
 pub mod sync;
@@ -82,6 +83,16 @@ pub async fn build(ctx: &ServiceContext) -> Result<Facilitator, Error> {
         replicas,
     )
     .await?;
+    let state = ensure_kv(
+        &ctx.js,
+        &ctx.subjects,
+        regime::STATE_BUCKET,
+        1,
+        Duration::ZERO,
+        replicas,
+    )
+    .await?;
+    let regime = regime::CurrentRegime::open(state, &cfg.current_regime).await;
     Ok(Facilitator {
         debates: store::DebateStore::new(debates),
         tracks: store::TrackStore::new(tracks, cfg.max_track_records as usize),
@@ -111,7 +122,7 @@ pub async fn build(ctx: &ServiceContext) -> Result<Facilitator, Error> {
             margin_price_elasticity: cfg.margin_price_elasticity,
             risk_sensitivity: cfg.risk_sensitivity,
         },
-        regime: cfg.current_regime.clone(),
+        regime,
         name: ctx.service.clone(),
     })
 }
@@ -128,16 +139,31 @@ pub async fn serve(service: &str, config: Config) -> Result<Exit, Error> {
         svc.context().config.facilitator.ack_wait,
     )
     .await?;
+    let regime_consumer = regime::ensure_consumer(
+        &svc.context().js,
+        &fac.subjects,
+        svc.context().config.facilitator.ack_wait,
+    )
+    .await?;
     api::install(&mut svc, fac.clone());
-    svc.run(move |ctx| run(ctx, fac, consumers)).await
+    svc.run(move |ctx| run(ctx, fac, consumers, regime_consumer))
+        .await
 }
 
 async fn run(
     ctx: ServiceContext,
     fac: Arc<Facilitator>,
     consumers: Vec<async_nats::jetstream::consumer::PullConsumer>,
+    regime_consumer: async_nats::jetstream::consumer::PullConsumer,
 ) -> Result<(), String> {
     let cfg = &ctx.config.facilitator;
+    ctx.tasks.spawn(regime::run(
+        regime_consumer,
+        fac.regime.clone(),
+        ctx.dlq.clone(),
+        ctx.config.max_body_bytes,
+        ctx.shutdown.clone(),
+    ));
     let index = timer::DueIndex::default();
     ctx.tasks.spawn(timer::watch(
         fac.clone(),
