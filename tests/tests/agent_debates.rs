@@ -66,7 +66,14 @@ async fn wait_debate(api: &Api, id: &str, what: &str, pred: impl Fn(&Value) -> b
 /// The seed's documentation requirements for every resolution, plus the
 /// provisional ones when `provisional`.
 fn assert_documented(r: &Value, provisional: bool) {
-    for field in ["final_position", "level", "method", "rationale", "impact", "snapshot_id"] {
+    for field in [
+        "final_position",
+        "level",
+        "method",
+        "rationale",
+        "impact",
+        "snapshot_id",
+    ] {
         assert!(
             !r[field].is_null() && r[field] != "",
             "resolution lacks {field}: {r}"
@@ -82,10 +89,19 @@ fn assert_documented(r: &Value, provisional: bool) {
     if provisional {
         assert_eq!(window, "open", "{r}");
         let p = &r["provisional_details"];
-        assert!(p["conservative_rationale"].as_str().is_some_and(|s| !s.is_empty()), "{r}");
+        assert!(
+            p["conservative_rationale"]
+                .as_str()
+                .is_some_and(|s| !s.is_empty()),
+            "{r}"
+        );
         assert!(!p["alternatives"].as_array().unwrap().is_empty(), "{r}");
         assert!(p["review_deadline"].as_str().is_some(), "{r}");
-        assert_eq!(p["downstream_dependencies"], json!(["valuation", "report"]), "{r}");
+        assert_eq!(
+            p["downstream_dependencies"],
+            json!(["valuation", "report"]),
+            "{r}"
+        );
     } else {
         assert!(matches!(window, "not_applicable" | "closed"), "{r}");
     }
@@ -151,7 +167,12 @@ async fn built_in_agents_debate_the_margin_of_disagreeing_tickers_only() {
         d["state"] == "resolved"
     })
     .await;
-    assert_eq!(d["snapshot"]["unresponsive"], json!([]), "{}", d["snapshot"]);
+    assert_eq!(
+        d["snapshot"]["unresponsive"],
+        json!([]),
+        "{}",
+        d["snapshot"]
+    );
     let mut flushed: Vec<&str> = d["snapshot"]["flushed"]
         .as_array()
         .unwrap()
@@ -172,12 +193,21 @@ async fn built_in_agents_debate_the_margin_of_disagreeing_tickers_only() {
     assert_eq!(r["final_position"]["metric"], "operating_margin");
     assert_documented(r, false);
     let snapshot = d["snapshot"]["snapshot_id"].as_str().unwrap();
-    let acks = stream_messages(&api.nats, "CAUCUS_DEBATES", &api.subjects.debates(&nvda_id, "ack")).await;
+    let acks = stream_messages(
+        &api.nats,
+        "CAUCUS_DEBATES",
+        &api.subjects.debates(&nvda_id, "ack"),
+    )
+    .await;
     assert_eq!(acks.len(), 1, "one acknowledgement");
     assert_eq!(acks[0].body["from_agent"], "financial");
     assert_eq!(acks[0].body["content"]["snapshot_id"], snapshot);
-    let verdicts =
-        stream_messages(&api.nats, "CAUCUS_DEBATES", &api.subjects.debates(&nvda_id, "verdict")).await;
+    let verdicts = stream_messages(
+        &api.nats,
+        "CAUCUS_DEBATES",
+        &api.subjects.debates(&nvda_id, "verdict"),
+    )
+    .await;
     assert_eq!(verdicts.len(), 1);
     assert_eq!(verdicts[0].body["from_agent"], "strategy");
     assert_eq!(verdicts[0].body["content"]["accepted"], true);
@@ -195,8 +225,12 @@ async fn built_in_agents_debate_the_margin_of_disagreeing_tickers_only() {
     })
     .await;
     assert_eq!(d["snapshot"]["unresponsive"], json!([]));
-    let verdicts =
-        stream_messages(&api.nats, "CAUCUS_DEBATES", &api.subjects.debates(&amzn_id, "verdict")).await;
+    let verdicts = stream_messages(
+        &api.nats,
+        "CAUCUS_DEBATES",
+        &api.subjects.debates(&amzn_id, "verdict"),
+    )
+    .await;
     assert_eq!(verdicts[0].body["content"]["accepted"], false);
     let r = &d["resolution"];
     assert_eq!(r["level"], 4, "{r}");
@@ -205,7 +239,11 @@ async fn built_in_agents_debate_the_margin_of_disagreeing_tickers_only() {
     assert_documented(r, true);
     // The provisional decision is listed for the next gate.
     let p = api
-        .call("facilitator", "provisional", json!({"workflow_id": amzn["workflow_id"]}))
+        .call(
+            "facilitator",
+            "provisional",
+            json!({"workflow_id": amzn["workflow_id"]}),
+        )
         .await
         .unwrap();
     assert_eq!(p["count"], 1);
@@ -243,7 +281,12 @@ async fn a_redelivered_valuation_opens_one_debate_and_bad_messages_go_to_the_dlq
         }
     });
     for _ in 0..2 {
-        publish_envelope(&api, &api.subjects.debates("margin-wf-x", "challenge"), challenge.clone()).await;
+        publish_envelope(
+            &api,
+            &api.subjects.debates("margin-wf-x", "challenge"),
+            challenge.clone(),
+        )
+        .await;
     }
     // INTC's decline accelerates: strategy rejects financial's average.
     let d = wait_debate(&api, "margin-wf-x", "the verdict", |d| {
@@ -251,8 +294,12 @@ async fn a_redelivered_valuation_opens_one_debate_and_bad_messages_go_to_the_dlq
     })
     .await;
     assert_eq!(d["snapshot"]["unresponsive"], json!([]));
-    let acks =
-        stream_messages(&api.nats, "CAUCUS_DEBATES", &api.subjects.debates("margin-wf-x", "ack")).await;
+    let acks = stream_messages(
+        &api.nats,
+        "CAUCUS_DEBATES",
+        &api.subjects.debates("margin-wf-x", "ack"),
+    )
+    .await;
     assert_eq!(acks.len(), 1, "the challenge was handed out once");
 
     // Malformed bodies and requests a built-in agent cannot serve are
@@ -283,7 +330,11 @@ async fn a_redelivered_valuation_opens_one_debate_and_bad_messages_go_to_the_dlq
     })
     .await;
     let codes: Vec<&str> = dead.iter().filter_map(|d| d.dlq_code.as_deref()).collect();
-    for c in ["malformed_json", "unsupported_request", "not_from_facilitator"] {
+    for c in [
+        "malformed_json",
+        "unsupported_request",
+        "not_from_facilitator",
+    ] {
         assert!(codes.contains(&c), "{c} missing from {codes:?}");
     }
 }

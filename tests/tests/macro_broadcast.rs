@@ -103,7 +103,15 @@ async fn a_broadcast_is_applied_before_tasks_already_queued() {
     // Refused: a regime change the seed does not call system-critical.
     let (code, _, err) = caucus(
         &stack,
-        &["broadcast", "--event", "regime_change", "--new-regime", "X", "--confidence", "0.7"],
+        &[
+            "broadcast",
+            "--event",
+            "regime_change",
+            "--new-regime",
+            "X",
+            "--confidence",
+            "0.7",
+        ],
     );
     assert_eq!(code, 1);
     assert!(err.contains("not above 0.8"), "{err}");
@@ -114,11 +122,18 @@ async fn a_broadcast_is_applied_before_tasks_already_queued() {
     for w in &wfs {
         let item = w["item"].as_str().unwrap();
         let s = &w["tasks"]["screening"]["output"];
-        assert!(approx(&s["score_components"]["regime_favorability"], -15.0), "{item}: {s}");
+        assert!(
+            approx(&s["score_components"]["regime_favorability"], -15.0),
+            "{item}: {s}"
+        );
         assert_eq!(s["regime"], "BEAR_HIGH_RATES", "{item}");
         assert_eq!(s["market_regime"]["source"], "broadcast", "{item}");
         let v = &w["tasks"]["valuation"]["output"];
-        assert!(approx(&v["assumptions"]["regime_adjustment"], 0.035), "{item}: {}", v["assumptions"]);
+        assert!(
+            approx(&v["assumptions"]["regime_adjustment"], 0.035),
+            "{item}: {}",
+            v["assumptions"]
+        );
         assert_eq!(v["assumptions"]["regime"], "BEAR_HIGH_RATES", "{item}");
         assert!(approx(
             &v["discount_rate"],
@@ -141,7 +156,13 @@ async fn a_broadcast_arriving_while_tasks_queue_is_applied_to_every_later_start(
     let api = Api::connect(&stack).await;
     // One paced valuation slot: each task takes 300 ms, so the queue drains
     // slowly and the broadcast lands while tasks wait.
-    let _w = worker(&stack, "valuation", 1, "builtin", &[("CAUCUS_WORKER_PACE", "true")]);
+    let _w = worker(
+        &stack,
+        "valuation",
+        1,
+        "builtin",
+        &[("CAUCUS_WORKER_PACE", "true")],
+    );
     let p = pipeline(
         "paced",
         json!([{"name": "valuation", "agent": "valuation", "expected_duration": 1.0}]),
@@ -151,7 +172,12 @@ async fn a_broadcast_arriving_while_tasks_queue_is_applied_to_every_later_start(
     eventually("the first valuation to start", WAIT, || async {
         let wfs = api.status(&ids).await;
         wfs.iter()
-            .any(|w| matches!(w["tasks"]["valuation"]["state"].as_str(), Some("running" | "completed")))
+            .any(|w| {
+                matches!(
+                    w["tasks"]["valuation"]["state"].as_str(),
+                    Some("running" | "completed")
+                )
+            })
             .then_some(())
     })
     .await;
@@ -167,10 +193,18 @@ async fn a_broadcast_arriving_while_tasks_queue_is_applied_to_every_later_start(
         let adj = &t["output"]["assumptions"]["regime_adjustment"];
         if started > sent + chrono::Duration::milliseconds(50) {
             after += 1;
-            assert!(approx(adj, 0.035), "{} started after the broadcast: {adj}", w["item"]);
+            assert!(
+                approx(adj, 0.035),
+                "{} started after the broadcast: {adj}",
+                w["item"]
+            );
         } else if started < sent {
             before += 1;
-            assert!(approx(adj, 0.0), "{} started before the broadcast: {adj}", w["item"]);
+            assert!(
+                approx(adj, 0.0),
+                "{} started before the broadcast: {adj}",
+                w["item"]
+            );
         }
     }
     assert!(before >= 1 && after >= 3, "before {before}, after {after}");
@@ -229,7 +263,10 @@ async fn the_macro_agent_broadcasts_and_the_coordinator_and_facilitator_react() 
     assert_eq!(b["priority"], "system_critical");
     assert_eq!(b["to_agent"], "all");
     assert_eq!(b["message_type"], "alert");
-    assert_eq!(b["content"]["implications"]["discount_rate_changes"]["Technology"], 0.025);
+    assert_eq!(
+        b["content"]["implications"]["discount_rate_changes"]["Technology"],
+        0.025
+    );
 
     // The coordinator flags the analysis in progress and lets it run.
     let flagged = eventually("the running workflow to be flagged", WAIT, || async {
@@ -241,14 +278,20 @@ async fn the_macro_agent_broadcasts_and_the_coordinator_and_facilitator_react() 
     assert_eq!(flagged["state"], "running");
     assert_eq!(flagged["reevaluate"], true);
     assert_eq!(flagged["flags"][0]["kind"], "regime_change");
-    assert_eq!(flagged["flags"][0]["detail"]["new_regime"], "BEAR_HIGH_RATES");
+    assert_eq!(
+        flagged["flags"][0]["detail"]["new_regime"],
+        "BEAR_HIGH_RATES"
+    );
     assert_eq!(flagged["flags"].as_array().unwrap().len(), 1);
     // Finished workflows are not flagged.
     let done = api.status(&unsure).await.pop().unwrap();
     assert!(done.get("flags").is_none(), "{done}");
     let (code, out, _) = caucus(&stack, &["status", &running[0]]);
     assert_eq!(code, 0);
-    assert!(out.contains("re-evaluate: regime_change → BEAR_HIGH_RATES"), "{out}");
+    assert!(
+        out.contains("re-evaluate: regime_change → BEAR_HIGH_RATES"),
+        "{out}"
+    );
 
     // The facilitator's credibility uses the new regime …
     let r = eventually("the facilitator's regime", WAIT, || async {

@@ -143,8 +143,10 @@ mod tests {
         let e = run(&task(json!({"event_type": "gossip", "confidence": 0.9}))).unwrap_err();
         assert!(e.permanent);
         assert!(e.message.contains("event_type"), "{}", e.message);
-        let e = run(&task(json!({"event_type": "rate_announcement", "confidence": 0.9})))
-            .unwrap_err();
+        let e = run(&task(
+            json!({"event_type": "rate_announcement", "confidence": 0.9}),
+        ))
+        .unwrap_err();
         assert!(e.message.contains("rate_change_bps"), "{}", e.message);
     }
 }

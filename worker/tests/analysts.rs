@@ -837,7 +837,11 @@ fn a_resolved_margin_or_a_zero_gap_opens_no_debate() {
     assert_eq!(p["valuation"].output["provisional"], json!(false));
     let p = pipeline_with("NVDA", &BTreeMap::new(), json!({"margin_debate_gap": 0.0}));
     assert!(p["valuation"].challenges.is_empty());
-    let p = pipeline_with("AAPL", &BTreeMap::new(), json!({"margin_debate_gap": 0.005}));
+    let p = pipeline_with(
+        "AAPL",
+        &BTreeMap::new(),
+        json!({"margin_debate_gap": 0.005}),
+    );
     assert_eq!(p["valuation"].challenges.len(), 1);
 }
 

@@ -39,7 +39,11 @@ pub struct BroadcastArgs {
     #[arg(long = "sector-discount", value_name = "SECTOR=DELTA")]
     pub sector_discount: Vec<String>,
     /// Screening score change of one sector, e.g. `Technology=-15` (repeatable).
-    #[arg(long = "sector-score", value_name = "SECTOR=POINTS", allow_hyphen_values = true)]
+    #[arg(
+        long = "sector-score",
+        value_name = "SECTOR=POINTS",
+        allow_hyphen_values = true
+    )]
     pub sector_score: Vec<String>,
     /// Sender name.
     #[arg(long, default_value = "macro_analyst")]
@@ -82,7 +86,12 @@ impl BroadcastArgs {
 }
 
 /// Publishes the broadcast; prints its id (or the envelope with `--json`).
-pub async fn run(client: &Client, subjects: &Subjects, args: &BroadcastArgs, as_json: bool) -> anyhow::Result<i32> {
+pub async fn run(
+    client: &Client,
+    subjects: &Subjects,
+    args: &BroadcastArgs,
+    as_json: bool,
+) -> anyhow::Result<i32> {
     let event = args.event()?;
     if let Err(why) = event.is_system_critical() {
         bail!("not broadcast: {why}");
@@ -141,13 +150,26 @@ mod tests {
         assert!(b.is_system_critical().is_ok());
         assert_eq!(b.sector_favorability_changes["Technology"], -15.0);
         assert_eq!(b.flat_adjustment(), 0.01);
-        let t = T::try_parse_from(["t", "--event", "regime_change", "--confidence", "0.9"]).unwrap();
+        let t =
+            T::try_parse_from(["t", "--event", "regime_change", "--confidence", "0.9"]).unwrap();
         assert!(t.a.event().unwrap_err().to_string().contains("new_regime"));
         let t = T::try_parse_from([
-            "t", "--event", "regime_change", "--new-regime", "X", "--confidence", "0.9",
-            "--sector-score", "Tech",
+            "t",
+            "--event",
+            "regime_change",
+            "--new-regime",
+            "X",
+            "--confidence",
+            "0.9",
+            "--sector-score",
+            "Tech",
         ])
         .unwrap();
-        assert!(t.a.event().unwrap_err().to_string().contains("SECTOR=NUMBER"));
+        assert!(t
+            .a
+            .event()
+            .unwrap_err()
+            .to_string()
+            .contains("SECTOR=NUMBER"));
     }
 }

@@ -111,7 +111,11 @@ pub async fn run(
                 continue;
             };
             let (tx, rx) = oneshot::channel();
-            if scheduler.send(Command::Flag { flag, reply: tx }).await.is_err() {
+            if scheduler
+                .send(Command::Flag { flag, reply: tx })
+                .await
+                .is_err()
+            {
                 let _ = msg
                     .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
                     .await;
@@ -155,7 +159,11 @@ mod tests {
         assert_eq!(f.kind, "regime_change");
         assert_eq!(f.detail["new_regime"], "BEAR_HIGH_RATES");
         assert_eq!(f.detail["id"], env.id.as_str());
-        assert!(flag_for(&env.clone().with_priority(Priority::High), chrono::Utc::now()).is_none());
+        assert!(flag_for(
+            &env.clone().with_priority(Priority::High),
+            chrono::Utc::now()
+        )
+        .is_none());
         let mut other = env;
         other.content["event_type"] = json!("threshold_breach");
         assert!(flag_for(&other, chrono::Utc::now()).is_none());

@@ -13,8 +13,7 @@ mod transitions;
 pub use build::{instantiate, StageDef, StageRetry};
 pub use pause::{IllegalTransition, PauseInfo, PauseOutcome, PauseSpec};
 pub use record::{
-    TaskRecord, TaskRunState, WorkflowFlag, WorkflowRecord, WorkflowState,
-    WORKFLOW_SCHEMA_VERSION,
+    TaskRecord, TaskRunState, WorkflowFlag, WorkflowRecord, WorkflowState, WORKFLOW_SCHEMA_VERSION,
 };
 pub use resume::{
     checkpoint_id, resolve, Checkpoint, CompletedTask, FailedTask, InFlightPolicy, InFlightTask,

@@ -109,7 +109,11 @@ impl MacroBroadcast {
         }
         match self.event_type {
             MacroEvent::RegimeChange => {
-                if self.new_regime.as_deref().is_none_or(|r| r.trim().is_empty()) {
+                if self
+                    .new_regime
+                    .as_deref()
+                    .is_none_or(|r| r.trim().is_empty())
+                {
                     return Err("a regime_change needs new_regime".into());
                 }
             }
@@ -276,6 +280,8 @@ mod tests {
         b.confidence = 0.9;
         b.new_regime = Some(" ".into());
         assert!(b.validate().unwrap_err().contains("new_regime"));
-        assert!(MacroEvent::parse("gossip").unwrap_err().contains("regime_change"));
+        assert!(MacroEvent::parse("gossip")
+            .unwrap_err()
+            .contains("regime_change"));
     }
 }

@@ -80,14 +80,8 @@ pub struct ChallengeInput<'a> {
 
 fn position(agent: &str, v: &View, company: &Company) -> Value {
     let statement = match agent {
-        FINANCIAL => format!(
-            "{} operating margin (trailing 3-yr average)",
-            pct(v.value)
-        ),
-        _ => format!(
-            "{} operating margin (latest + trend × R²)",
-            pct(v.value)
-        ),
+        FINANCIAL => format!("{} operating margin (trailing 3-yr average)", pct(v.value)),
+        _ => format!("{} operating margin (latest + trend × R²)", pct(v.value)),
     };
     let mut p = json!({
         "statement": statement,
@@ -228,7 +222,9 @@ pub struct Verdict {
 /// (it is not a built-in margin analyst), so no verdict is given.
 pub fn verdict(challenger: &str, challenged: &str, evidence: &Value) -> Result<Verdict, String> {
     if challenger != FINANCIAL && challenger != STRATEGY {
-        return Err(format!("no built-in verdict rule for challenger `{challenger}`"));
+        return Err(format!(
+            "no built-in verdict rule for challenger `{challenger}`"
+        ));
     }
     let margins: Option<Vec<f64>> = evidence
         .pointer("/computation/margins")
@@ -328,8 +324,14 @@ mod tests {
         let ch = challenge(&ChallengeInput {
             workflow_id: "wf-1",
             company: &c,
-            financial: View { value: 0.079, confidence: Some(0.8) },
-            strategy: View { value: 0.12, confidence: None },
+            financial: View {
+                value: 0.079,
+                confidence: Some(0.8),
+            },
+            strategy: View {
+                value: 0.12,
+                confidence: None,
+            },
             threshold: 0.03,
             regime: Some("BEAR_HIGH_RATES".into()),
         });
@@ -340,7 +342,10 @@ mod tests {
         assert_eq!(parsed.debate_id.as_deref(), Some("margin-wf-1"));
         assert_eq!(ch["priority"], "valuation");
         assert_eq!(ch["context"]["metric"], METRIC);
-        assert_eq!(ch["downstream_dependencies"], json!(["valuation", "report"]));
+        assert_eq!(
+            ch["downstream_dependencies"],
+            json!(["valuation", "report"])
+        );
         assert_eq!(ch["regime"], "BEAR_HIGH_RATES");
     }
 }

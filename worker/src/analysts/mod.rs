@@ -42,8 +42,8 @@ use serde_json::{json, Value};
 
 pub use dataset::{Company, Dataset, DatasetError, FiscalYear};
 
-use context::{Analysis, Ctx};
 pub use context::Settings;
+use context::{Analysis, Ctx};
 
 /// Version of the analysts' output objects.
 pub const OUTPUT_SCHEMA_VERSION: u32 = 1;

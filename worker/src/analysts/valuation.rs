@@ -342,7 +342,10 @@ pub(crate) fn analyse(ctx: &Ctx<'_>) -> Result<Analysis, AnalystError> {
     if let Some(id) = a.body.get("margin_debate").and_then(|d| d.get("debate_id")) {
         a.figure(
             "Margin debate",
-            format!("{} (provisional: lower margin used)", id.as_str().unwrap_or_default()),
+            format!(
+                "{} (provisional: lower margin used)",
+                id.as_str().unwrap_or_default()
+            ),
         );
     }
     a.figure(

@@ -106,7 +106,11 @@ impl Broadcasts {
     /// most the configured wait (then logs and returns: work never blocks
     /// on a broken broadcast path).
     pub async fn catch_up(&self) {
-        let last = match self.stream.get_last_raw_message_by_subject(&self.subject).await {
+        let last = match self
+            .stream
+            .get_last_raw_message_by_subject(&self.subject)
+            .await
+        {
             Ok(m) => m.sequence,
             Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => return,
             Err(e) => {

@@ -84,17 +84,30 @@ fn disputes_margin(c: &Challenge, raw: Option<&Value>) -> bool {
         .into_iter()
         .flatten()
         .any(|p| p.metric.as_deref() == Some(METRIC));
-    named || raw.and_then(|r| r.pointer("/context/metric")).and_then(Value::as_str) == Some(METRIC)
+    named
+        || raw
+            .and_then(|r| r.pointer("/context/metric"))
+            .and_then(Value::as_str)
+            == Some(METRIC)
 }
 
 impl DebateAgent {
-    async fn publish(&self, debate_id: &str, event: &str, env: Envelope) -> Result<(), HandleError> {
+    async fn publish(
+        &self,
+        debate_id: &str,
+        event: &str,
+        env: Envelope,
+    ) -> Result<(), HandleError> {
         let mut headers = HeaderMap::new();
         let id = format!("{debate_id}:{event}:{}", self.agent_type);
         headers.insert("Nats-Msg-Id", id.as_str());
         trace::inject(&mut headers);
         self.js
-            .publish_with_headers(self.subjects.debates(debate_id, event), headers, env.to_bytes())
+            .publish_with_headers(
+                self.subjects.debates(debate_id, event),
+                headers,
+                env.to_bytes(),
+            )
             .await
             .map_err(|e| HandleError::Transient(format!("{event} for {debate_id}: {e}")))?
             .await
@@ -111,8 +124,9 @@ impl DebateAgent {
     ) -> Result<(), HandleError> {
         let evidence = match (&c.item, disputes_margin(c, None)) {
             (Some(item), true) => match self.data.company(item) {
-                Ok(company) => margin_debate::evidence(&self.agent_type, company)
-                    .map_err(|e| e.message),
+                Ok(company) => {
+                    margin_debate::evidence(&self.agent_type, company).map_err(|e| e.message)
+                }
                 Err(e) => Err(e.to_string()),
             },
             (None, _) => Err("the challenge names no item".into()),
@@ -123,7 +137,10 @@ impl DebateAgent {
         };
         let note = match &evidence {
             Ok(_) => "evidence follows: the computation year by year".to_string(),
-            Err(why) => format!("no evidence from built-in agent `{}`: {why}", self.agent_type),
+            Err(why) => format!(
+                "no evidence from built-in agent `{}`: {why}",
+                self.agent_type
+            ),
         };
         let ack = json!({
             "debate_id": debate_id,
@@ -143,9 +160,13 @@ impl DebateAgent {
         let mut content = ev.content;
         content["debate_id"] = json!(debate_id);
         content["snapshot_id"] = json!(snapshot_id);
-        let env = Envelope::new(MessageType::DebateEvidence, self.agent_type.clone(), content)
-            .to(c.challenger.clone())
-            .with_correlation_id(debate_id.to_string());
+        let env = Envelope::new(
+            MessageType::DebateEvidence,
+            self.agent_type.clone(),
+            content,
+        )
+        .to(c.challenger.clone())
+        .with_correlation_id(debate_id.to_string());
         self.publish(debate_id, "evidence", env).await?;
         tracing::info!(debate_id, agent_type = %self.agent_type, "evidence given");
         Ok(())
@@ -195,7 +216,12 @@ impl DebateAgent {
         for attempt in 1..=5u32 {
             match self.publish(debate_id, "verdict", env.clone()).await {
                 Ok(()) => {
-                    tracing::info!(debate_id, accepted = verdict.accepted, "verdict given: {}", verdict.reason);
+                    tracing::info!(
+                        debate_id,
+                        accepted = verdict.accepted,
+                        "verdict given: {}",
+                        verdict.reason
+                    );
                     return;
                 }
                 Err(e) => {

@@ -181,9 +181,7 @@ async fn handle(
                 let shutdown = shutdown.clone();
                 // Waiting for the evidence must not hold up the inbox.
                 tracker.spawn(async move {
-                    agent
-                        .judge(&c, &debate_id, &snapshot_id, shutdown)
-                        .await;
+                    agent.judge(&c, &debate_id, &snapshot_id, shutdown).await;
                 });
                 Ok(())
             } else {
@@ -218,8 +216,8 @@ async fn confirm_flush(
                 .into(),
         ),
     };
-    let value = serde_json::to_value(&content)
-        .map_err(|e| HandleError::Transient(e.to_string()))?;
+    let value =
+        serde_json::to_value(&content).map_err(|e| HandleError::Transient(e.to_string()))?;
     let answer = env.reply(MessageType::Confirmation, agent.agent_type.clone(), value);
     agent
         .nats
