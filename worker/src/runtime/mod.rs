@@ -21,7 +21,7 @@ use caucus_shared::nats::topology::ensure_task_consumer;
 use caucus_shared::redis::{CapacitySemaphore, RedisPool};
 use caucus_shared::subjects::Subjects;
 
-use crate::handler::Handler;
+use crate::handler::{Handler, HandlerSpec};
 use crate::messages::debates::DebateAgent;
 use crate::messages::{inbox, Broadcasts};
 
@@ -78,17 +78,29 @@ pub async fn run(deps: WorkerDeps, tracker: &TaskTracker) -> Result<(), WorkerEr
         deps.worker_id.clone(),
     );
     // Broadcasts first: the first task must already see the current regime.
-    let broadcasts = Broadcasts::start(
-        &deps.js,
-        &deps.subjects,
-        dlq.clone(),
-        cfg.max_body_bytes,
-        cfg.worker.broadcast_wait,
-        deps.shutdown.clone(),
-        tracker,
-    )
-    .await
-    .map_err(WorkerError::Setup)?;
+    // `noop` and `sleep:` (load tests) never read their inputs, so they
+    // skip the per-task broadcast check.
+    let reads_inputs = !matches!(
+        deps.handler.spec(),
+        HandlerSpec::Noop | HandlerSpec::Sleep(_)
+    );
+    let broadcasts = if reads_inputs {
+        Some(
+            Broadcasts::start(
+                &deps.js,
+                &deps.subjects,
+                dlq.clone(),
+                cfg.max_body_bytes,
+                cfg.worker.broadcast_wait,
+                deps.shutdown.clone(),
+                tracker,
+            )
+            .await
+            .map_err(WorkerError::Setup)?,
+        )
+    } else {
+        None
+    };
     if let Some(data) = &deps.dataset {
         for agent in &cfg.worker.agents {
             let consumer =

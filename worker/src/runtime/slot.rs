@@ -25,7 +25,8 @@ pub(super) struct Slot {
     pub(super) consumer: PullConsumer,
     pub(super) dlq: Dlq,
     pub(super) reporter: Reporter,
-    pub(super) broadcasts: crate::messages::Broadcasts,
+    /// The regime from broadcasts; `None` for handlers that ignore inputs.
+    pub(super) broadcasts: Option<crate::messages::Broadcasts>,
 }
 
 impl Slot {
@@ -116,10 +117,12 @@ impl Slot {
             if let Some(mut task) = task {
                 // Broadcasts bypass the queue: whatever is on caucus.msg.all
                 // now is applied before this task starts.
-                self.broadcasts.catch_up().await;
-                if !task.inputs.contains_key("regime") {
-                    if let Some(regime) = self.broadcasts.regime_input() {
-                        task.inputs.insert("regime".into(), regime);
+                if let Some(b) = &self.broadcasts {
+                    b.catch_up().await;
+                    if !task.inputs.contains_key("regime") {
+                        if let Some(regime) = b.regime_input() {
+                            task.inputs.insert("regime".into(), regime);
+                        }
                     }
                 }
                 let span = trace::consumer_span(&msg.subject, msg.headers.as_ref());
