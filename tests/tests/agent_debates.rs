@@ -264,8 +264,18 @@ async fn built_in_agents_debate_the_margin_of_disagreeing_tickers_only() {
 async fn a_redelivered_valuation_opens_one_debate_and_bad_messages_go_to_the_dlq() {
     let stack = Stack::start();
     let _f = facilitator(&stack);
-    let _w = worker(&stack, "financial,strategy", 1, "builtin", &[]);
+    let w = worker(&stack, "financial,strategy", 1, "builtin", &[]);
+    // An outside agent behind an exec handler answers its debates itself:
+    // its worker does not read `caucus.msg.<agent>`.
+    let outside = worker(&stack, "research", 1, "exec:cat", &[]);
+    for s in [&w, &outside] {
+        s.wait_for_output("registered", WAIT);
+    }
     let api = Api::connect(&stack).await;
+    let js = async_nats::jetstream::new(api.nats.clone());
+    let stream = js.get_stream("CAUCUS_MESSAGES").await.unwrap();
+    assert!(stream.consumer_info("agents-financial").await.is_ok());
+    assert!(stream.consumer_info("agents-research").await.is_err());
     // The same challenge twice (what a re-run valuation task publishes):
     // one debate, opened once.
     let challenge = json!({
@@ -304,7 +314,6 @@ async fn a_redelivered_valuation_opens_one_debate_and_bad_messages_go_to_the_dlq
 
     // Malformed bodies and requests a built-in agent cannot serve are
     // dead-lettered with the reason; the agent keeps answering.
-    let js = async_nats::jetstream::new(api.nats.clone());
     js.publish(api.subjects.msg("financial"), "{not json".into())
         .await
         .unwrap()
