@@ -39,7 +39,11 @@ pub fn stages_of(spec: &PipelineSpec) -> Result<Vec<StageDef>, ApiError> {
         .iter()
         .map(|s| {
             let agent = match s.kind {
-                StageKind::Gate => GATE_AGENT.to_string(),
+                StageKind::Gate => {
+                    super::gates::check_params(&s.name, &Value::Object(s.params.clone()))
+                        .map_err(|e| ApiError::new("invalid_pipeline", e))?;
+                    GATE_AGENT.to_string()
+                }
                 StageKind::Task => s.agent.clone().ok_or_else(|| {
                     ApiError::new(
                         "invalid_pipeline",

@@ -633,7 +633,15 @@ impl WorkflowRecord {
             }
         }
         if plan.is_empty() && out.not_yet_run.is_empty() {
-            return Err(GateError::EmptyPlan);
+            if req.assumptions.is_empty() {
+                return Err(GateError::EmptyPlan);
+            }
+            // Only settles assumptions: tasks dispatched from now on get them.
+            for (k, v) in req.assumptions {
+                self.resolved_assumptions.insert(k, v);
+            }
+            self.updated_at = now;
+            return Ok(out);
         }
         for g in plan.iter().skip(1) {
             for k in g {
