@@ -131,8 +131,16 @@ fn stock_analysis_two_items_makespan_9_with_valuation_capacity_1() {
             "report"
         ]
     );
-    assert_eq!(task(&p, "AAPL/review").start, 7.0, "the gate opens after the valuation");
-    assert_eq!(task(&p, "AAPL/review").end, 7.0, "gates take no planned time");
+    assert_eq!(
+        task(&p, "AAPL/review").start,
+        7.0,
+        "the gate opens after the valuation"
+    );
+    assert_eq!(
+        task(&p, "AAPL/review").end,
+        7.0,
+        "gates take no planned time"
+    );
     assert_feasible(&p, &builtin("stock-analysis").unwrap());
 }
 

@@ -68,7 +68,11 @@ mod tests {
         assert_eq!(deps("report"), ["review", "valuation"]);
         for stage in &spec.stages {
             if stage.name == "review" {
-                assert_eq!(stage.kind, StageKind::Gate, "a human gate before the report");
+                assert_eq!(
+                    stage.kind,
+                    StageKind::Gate,
+                    "a human gate before the report"
+                );
                 assert_eq!(stage.agent, None);
                 continue;
             }

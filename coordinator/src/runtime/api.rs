@@ -209,10 +209,7 @@ pub fn workflow_json(r: &WorkflowRecord, with_tasks: bool) -> Value {
         m.insert("open_gates".into(), json!(open));
     }
     if !r.resolved_assumptions.is_empty() {
-        m.insert(
-            "resolved_assumptions".into(),
-            json!(r.resolved_assumptions),
-        );
+        m.insert("resolved_assumptions".into(), json!(r.resolved_assumptions));
     }
     if !r.reruns.is_empty() {
         m.insert("reruns".into(), json!(r.reruns));

@@ -112,7 +112,9 @@ pub fn apply(
             Ok(json!({ "count": gates.len(), "gates": gates }))
         }
         GateOp::Get { workflow_id } => {
-            let rec = engine.get(&workflow_id).ok_or_else(|| unknown(&workflow_id))?;
+            let rec = engine
+                .get(&workflow_id)
+                .ok_or_else(|| unknown(&workflow_id))?;
             Ok(json!({ "record": rec, "status": workflow_json(rec, false) }))
         }
         GateOp::Decide {
@@ -197,16 +199,18 @@ pub fn timers_for(cfg: &CoordinatorConfig, rec: &WorkflowRecord, key: &str) -> G
 /// a duration is an error then rather than a silently ignored setting.
 pub fn check_params(stage: &str, params: &Value) -> Result<(), String> {
     if let Some(v) = params.get("reminders") {
-        let list = v
-            .as_array()
-            .ok_or_else(|| format!("gate `{stage}`: params.reminders must be a list of durations"))?;
+        let list = v.as_array().ok_or_else(|| {
+            format!("gate `{stage}`: params.reminders must be a list of durations")
+        })?;
         let mut last = Duration::ZERO;
         for x in list {
             let d = x
                 .as_str()
                 .and_then(|s| humantime::parse_duration(s).ok())
                 .ok_or_else(|| {
-                    format!("gate `{stage}`: params.reminders entry {x} is not a duration like \"1h\"")
+                    format!(
+                        "gate `{stage}`: params.reminders entry {x} is not a duration like \"1h\""
+                    )
                 })?;
             if d < last {
                 return Err(format!(

@@ -195,7 +195,9 @@ impl GateApi {
         if n_prov > 0 {
             blocking.push(format!(
                 "{} — each must be confirmed, overridden or re-debated (coordinator.gate_review)",
-                provisional["message"].as_str().unwrap_or("provisional decisions")
+                provisional["message"]
+                    .as_str()
+                    .unwrap_or("provisional decisions")
             ));
         }
         if !pending.is_empty() {

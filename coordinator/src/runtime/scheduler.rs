@@ -261,7 +261,10 @@ impl Scheduler {
                     self.ensure_loaded(id).await;
                 }
                 let now = self.clock.now();
-                if let super::gates::GateOp::Decide { workflow_id, gate, .. } = &op {
+                if let super::gates::GateOp::Decide {
+                    workflow_id, gate, ..
+                } = &op
+                {
                     if let Some(g) = gate {
                         self.auto_pending.remove(&(workflow_id.clone(), g.clone()));
                     }
@@ -296,7 +299,9 @@ impl Scheduler {
             .gate_notices(now, |rec, key| super::gates::timers_for(&cfg, rec, key));
         for (wf, n) in notices {
             self.dirty.insert(wf.clone());
-            let Some(rec) = self.engine.get(&wf) else { continue };
+            let Some(rec) = self.engine.get(&wf) else {
+                continue;
+            };
             let (event, severity) = if n.escalation {
                 ("gate_escalation", "critical")
             } else {
@@ -339,7 +344,11 @@ impl Scheduler {
             .retain(|k, _| candidates.iter().any(|(w, g, _)| (w, g) == (&k.0, &k.1)));
         for (wf, gate, _item) in candidates {
             let key = (wf.clone(), gate.clone());
-            if self.auto_pending.get(&key).is_some_and(|t| t.elapsed() < retry) {
+            if self
+                .auto_pending
+                .get(&key)
+                .is_some_and(|t| t.elapsed() < retry)
+            {
                 continue;
             }
             self.auto_pending.insert(key, std::time::Instant::now());
