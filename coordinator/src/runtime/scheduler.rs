@@ -262,12 +262,12 @@ impl Scheduler {
                 }
                 let now = self.clock.now();
                 if let super::gates::GateOp::Decide {
-                    workflow_id, gate, ..
+                    workflow_id,
+                    gate: Some(g),
+                    ..
                 } = &op
                 {
-                    if let Some(g) = gate {
-                        self.auto_pending.remove(&(workflow_id.clone(), g.clone()));
-                    }
+                    self.auto_pending.remove(&(workflow_id.clone(), g.clone()));
                 }
                 let r = super::gates::apply(op, &mut self.engine, &mut self.dirty, now);
                 let _ = reply.send(r);
