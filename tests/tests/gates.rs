@@ -12,7 +12,6 @@
 //!   sensitivity analysis, serially, with the new margin in their inputs.
 
 mod common;
-#[allow(dead_code)]
 mod facilitator_common;
 
 use std::time::Duration;
