@@ -447,6 +447,19 @@ async fn the_seed_override_example_reruns_exactly_the_affected_tasks() {
     assert_eq!(n("peer_comparison"), 1);
     assert_eq!(n("financial"), 1);
     assert_eq!(n("report"), 1);
+    // A later debate on the same margin cites this one as a precedent
+    // (resolved before its snapshot, overridden by a person).
+    let mut ch = facilitator_common::challenge("CH-NEXT", "supporting", "strategy", "financial");
+    ch["content"]["item"] = json!("ACME");
+    fac.publish_debate("CH-NEXT", "challenge", ch).await;
+    let next = fac
+        .wait_debate("CH-NEXT", "to open", Duration::from_secs(10), |_| true)
+        .await;
+    let p = &next["precedents"][0];
+    assert_eq!(p["debate_id"], "CH-GATE", "{next}");
+    assert_eq!(p["overridden"], true);
+    assert_eq!(p["outcome"], "28% operating margin");
+    assert_eq!(p["matched"], json!(["metric", "agents", "item"]));
     let report_task = task_of(&api, wf, "report").await;
     assert_eq!(
         report_task["output"]["resolved_assumptions"],
