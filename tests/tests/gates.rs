@@ -216,13 +216,11 @@ async fn the_builtin_pipeline_holds_at_its_gate_until_a_person_approves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reminders_escalation_reject_and_send_back() {
     let stack = Stack::start();
-    let _c = coordinator(
-        &stack,
-        &[
-            ("CAUCUS_COORDINATOR_GATE_REMINDERS", "150ms,300ms"),
-            ("CAUCUS_COORDINATOR_GATE_ESCALATE_AFTER", "500ms"),
-        ],
-    );
+    let env = [
+        ("CAUCUS_COORDINATOR_GATE_REMINDERS", "150ms,300ms"),
+        ("CAUCUS_COORDINATOR_GATE_ESCALATE_AFTER", "500ms"),
+    ];
+    let mut c = coordinator(&stack, &env);
     let _f = facilitator_common::facilitator(&stack, &[]);
     let dir = tempfile::tempdir().unwrap();
     let _w = worker(&stack, "analyst", 2, &agent_handler(&dir), &[]);
@@ -292,6 +290,15 @@ async fn reminders_escalation_reject_and_send_back() {
             .then_some(())
     })
     .await;
+    // SIGKILL the coordinator while the gate waits: a new one carries on
+    // from KV with the gate still open and its send-back history kept.
+    c.kill();
+    let _c2 = coordinator(&stack, &env);
+    let listed = call(&api, "gates", json!({"workflow_id": y}))
+        .await
+        .unwrap();
+    assert_eq!(listed["count"], 1, "{listed}");
+    assert_eq!(listed["gates"][0]["sent_back"], 1);
     let draft = task_of(&api, y, "draft").await;
     assert_eq!(draft["attempt"], 2, "ran again");
     assert_eq!(draft["previous_output"]["attempt"], 1);
