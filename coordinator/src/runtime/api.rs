@@ -30,6 +30,9 @@ struct SubmitRequest {
     /// Wall time of one time unit for these workflows (default: config).
     #[serde(default)]
     time_unit_ms: Option<u64>,
+    /// Human gates approve themselves when nothing needs review.
+    #[serde(default)]
+    auto_approve_gates: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -87,14 +90,16 @@ pub async fn submit(
         .items
         .iter()
         .map(|item| {
-            instantiate(
+            let mut rec = instantiate(
                 uuid::Uuid::now_v7().to_string(),
                 item.clone(),
                 spec.name.clone(),
                 stages.clone(),
                 unit_ms,
                 now,
-            )
+            );
+            rec.auto_approve_gates = req.auto_approve_gates;
+            rec
         })
         .collect();
     let pairs: Vec<Value> = records
@@ -203,6 +208,19 @@ pub fn workflow_json(r: &WorkflowRecord, with_tasks: bool) -> Value {
         m.insert("flags".into(), json!(r.flags));
         m.insert("reevaluate".into(), json!(true));
     }
+    let open = r.open_gate_keys();
+    if !open.is_empty() {
+        m.insert("open_gates".into(), json!(open));
+    }
+    if !r.resolved_assumptions.is_empty() {
+        m.insert("resolved_assumptions".into(), json!(r.resolved_assumptions));
+    }
+    if !r.reruns.is_empty() {
+        m.insert("reruns".into(), json!(r.reruns));
+    }
+    if r.auto_approve_gates {
+        m.insert("auto_approve_gates".into(), json!(true));
+    }
     if with_tasks {
         let tasks: BTreeMap<&String, Value> = r
             .tasks
@@ -221,6 +239,8 @@ pub fn workflow_json(r: &WorkflowRecord, with_tasks: bool) -> Value {
                         "overdue": t.overdue,
                         "error": t.error,
                         "output": t.output,
+                        "gate": t.gate,
+                        "previous_output": t.previous_output,
                     }),
                 )
             })
