@@ -24,7 +24,9 @@ fn stock_pipeline() -> Value {
             {"name": "business", "agent": "business", "expected_duration": 2.0, "depends_on": ["screening"]},
             {"name": "financial", "agent": "financial", "expected_duration": 2.0, "depends_on": ["business"]},
             {"name": "strategy", "agent": "strategy", "expected_duration": 2.0, "depends_on": ["screening"]},
-            {"name": "valuation", "agent": "valuation", "expected_duration": 1.0, "depends_on": ["financial", "strategy"]},
+            {"name": "valuation", "agent": "valuation", "expected_duration": 1.0, "depends_on": ["financial", "strategy"],
+             "params": {"impact": {"kind": "valuation", "output_metric": "target_price", "result": "/target_price",
+                                   "inputs": ["operating_margin"], "used": "/operating_margin_used"}}},
             {"name": "report", "agent": "report", "expected_duration": 1.0, "depends_on": ["valuation"]}
         ]),
     )
@@ -125,13 +127,15 @@ async fn built_in_agents_debate_the_margin_of_disagreeing_tickers_only() {
     );
     let api = Api::connect(&stack).await;
     // NVDA: the margin trend fades (accepted at level 1); AMZN: it holds
-    // (rejected → level 2 → person → provisional); AAPL: no disagreement.
+    // (rejected → level 2 → person → provisional); AAPL: no disagreement;
+    // TSLA: accepted, but valuation had used strategy's lower margin.
     let ids = api
-        .submit(&["NVDA", "AMZN", "AAPL"], stock_pipeline(), 10)
+        .submit(&["NVDA", "AMZN", "AAPL", "TSLA"], stock_pipeline(), 10)
         .await;
     let wfs = api.wait_completed(&ids, WAIT).await;
     let by_item = |t: &str| wfs.iter().find(|w| w["item"] == t).unwrap().clone();
     let (nvda, amzn, aapl) = (by_item("NVDA"), by_item("AMZN"), by_item("AAPL"));
+    let tsla = by_item("TSLA");
 
     // Valuation never waited: it used the lower margin, provisionally, and
     // names the debate.
@@ -215,6 +219,33 @@ async fn built_in_agents_debate_the_margin_of_disagreeing_tickers_only() {
         .as_str()
         .unwrap()
         .contains("fading"));
+
+    // TSLA: the binding level-1 resolution (financial's margin) differs from
+    // the conservative one valuation used, so the coordinator re-runs it
+    // with the settled margin, and no second debate opens.
+    let tsla_ids = vec![tsla["workflow_id"].as_str().unwrap().to_string()];
+    let first = stage_output(&tsla, "valuation").clone();
+    let d = &first["margin_debate"];
+    assert!(
+        d["strategy_operating_margin"].as_f64() < d["financial_operating_margin"].as_f64(),
+        "{d}"
+    );
+    let settled = d["financial_operating_margin"].as_f64().unwrap();
+    let rerun = eventually(
+        "TSLA's valuation to re-run with the settled margin",
+        WAIT,
+        || async {
+            let w = api.status(&tsla_ids).await.pop()?;
+            let v = stage_output(&w, "valuation");
+            (w["state"] == "completed"
+                && v["assumptions"]["operating_margin_source"] == "resolved_assumptions")
+                .then(|| v.clone())
+        },
+    )
+    .await;
+    assert!((rerun["operating_margin_used"].as_f64().unwrap() - settled).abs() < 1e-6);
+    assert_eq!(rerun["provisional"], false);
+    assert_eq!(rerun["debate_ids"], json!([]));
 
     // AMZN: rejected by the rule, no track records for level 2, the person
     // does not answer in time: the conservative default (the lower margin,
