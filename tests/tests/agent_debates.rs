@@ -224,7 +224,17 @@ async fn built_in_agents_debate_the_margin_of_disagreeing_tickers_only() {
     // the conservative one valuation used, so the coordinator re-runs it
     // with the settled margin, and no second debate opens.
     let tsla_ids = vec![tsla["workflow_id"].as_str().unwrap().to_string()];
-    let first = stage_output(&tsla, "valuation").clone();
+    // The re-run may be over already: read the first valuation from its
+    // completion event.
+    let task_id = format!("{}/valuation", tsla_ids[0]);
+    let first = task_events(&api.nats)
+        .await
+        .into_iter()
+        .find(|e| {
+            e["task_id"] == task_id.as_str() && e["status"] == "completed" && e["attempt"] == 1
+        })
+        .expect("TSLA's first valuation")["output"]
+        .clone();
     let d = &first["margin_debate"];
     assert!(
         d["strategy_operating_margin"].as_f64() < d["financial_operating_margin"].as_f64(),

@@ -166,7 +166,7 @@ async fn a_broadcast_arriving_while_tasks_queue_is_applied_to_every_later_start(
         "paced",
         json!([{"name": "valuation", "agent": "valuation", "expected_duration": 1.0}]),
     );
-    let items = ["AAPL", "MSFT", "NVDA", "ORCL", "ADBE", "CRM"];
+    let items = ["AAPL", "MSFT", "NVDA", "ORCL", "ADBE", "CRM", "CSCO", "IBM"];
     let ids = api.submit(&items, p, 500).await;
     eventually("the first valuation to start", WAIT, || async {
         let wfs = api.status(&ids).await;
@@ -207,7 +207,7 @@ async fn a_broadcast_arriving_while_tasks_queue_is_applied_to_every_later_start(
             );
         }
     }
-    assert!(before >= 1 && after >= 3, "before {before}, after {after}");
+    assert!(before >= 1 && after >= 2, "before {before}, after {after}");
 }
 
 /// When the stream stored the (only) broadcast.
