@@ -72,6 +72,7 @@ pub async fn submit(
     scheduler: impl FnOnce() -> Result<SchedulerHandle, ApiError>,
     clock: SharedClock,
     default_unit: Duration,
+    research: crate::research::ResearchSettings,
 ) -> Result<Value, ApiError> {
     let req: SubmitRequest = parse(body)?;
     check_items(&req.items)?;
@@ -87,16 +88,19 @@ pub async fn submit(
         .items
         .iter()
         .map(|item| {
-            instantiate(
+            let mut rec = instantiate(
                 uuid::Uuid::now_v7().to_string(),
                 item.clone(),
                 spec.name.clone(),
                 stages.clone(),
                 unit_ms,
                 now,
-            )
+            );
+            crate::research::attach(&mut rec, spec.timeout, &research, now)
+                .map_err(|e| ApiError::new("invalid_pipeline", e.to_string()))?;
+            Ok(rec)
         })
-        .collect();
+        .collect::<Result<_, ApiError>>()?;
     let pairs: Vec<Value> = records
         .iter()
         .map(|r| json!({"workflow_id": r.workflow_id, "item": r.item}))
@@ -198,6 +202,9 @@ pub fn workflow_json(r: &WorkflowRecord, with_tasks: bool) -> Value {
     }
     if let Some(p) = &r.pause {
         m.insert("pause".into(), json!(p));
+    }
+    if let Some(research) = &r.research {
+        m.insert("research".into(), research.status_json());
     }
     if with_tasks {
         let tasks: BTreeMap<&String, Value> = r

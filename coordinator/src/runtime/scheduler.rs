@@ -99,6 +99,7 @@ pub struct Scheduler {
     clock: SharedClock,
     cfg: CoordinatorConfig,
     control: Option<Control>,
+    research: Option<crate::research::runtime::ResearchRuntime>,
 }
 
 impl Scheduler {
@@ -126,12 +127,20 @@ impl Scheduler {
             clock,
             cfg,
             control: None,
+            research: None,
         }
     }
 
     /// Adds pause/resume, batches and failure events.
     pub fn with_control(mut self, control: Control) -> Self {
         self.control = Some(control);
+        self
+    }
+
+    /// Adds the research rules' side effects (writes, alerts, time
+    /// limits, checkpoints).
+    pub fn with_research(mut self, research: crate::research::runtime::ResearchRuntime) -> Self {
+        self.research = Some(research);
         self
     }
 
@@ -308,6 +317,9 @@ impl Scheduler {
                 .unwrap_or_default();
             c.tick(&mut self.engine, &mut self.dirty, &caps, now).await;
         }
+        if let Some(r) = self.research.as_mut() {
+            r.tick(&mut self.engine, &mut self.dirty, now).await;
+        }
         self.evict_finished(now);
     }
 
@@ -344,6 +356,9 @@ impl Scheduler {
         }
         if let Some(c) = self.control.as_mut() {
             c.flush(&mut self.engine, &mut self.dirty, now).await;
+        }
+        if let Some(r) = self.research.as_mut() {
+            r.flush(&mut self.engine, &self.dirty).await;
         }
         self.persist().await;
     }

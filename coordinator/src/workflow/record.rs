@@ -189,6 +189,9 @@ pub struct WorkflowRecord {
     /// Pauses so far (numbers checkpoints and alert ids).
     #[serde(default)]
     pub pause_count: u32,
+    /// Phases, gates, streams and audit trail of a research pipeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub research: Option<crate::research::ResearchState>,
 }
 
 impl WorkflowRecord {

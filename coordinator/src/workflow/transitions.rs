@@ -30,6 +30,12 @@ pub enum RetryDecision {
         /// The tier rule that matched.
         rule: String,
     },
+    /// The task failed for good but its workflow goes on without it (a
+    /// research discovery stream); these task keys became ready.
+    Isolated {
+        /// Keys of tasks that are now ready.
+        newly_ready: Vec<String>,
+    },
 }
 
 /// Result of applying one task event.
@@ -206,6 +212,9 @@ impl WorkflowRecord {
                     t.started_at = ev.started_at.or(Some(ev.at));
                 }
                 self.updated_at = now;
+                if self.research.is_some() {
+                    self.research_on_started(&key, ev, now);
+                }
                 EventOutcome::Started
             }
             TaskStatus::Completed => {
@@ -216,11 +225,22 @@ impl WorkflowRecord {
                 t.output = Some(ev.output.clone().unwrap_or(Value::Null));
                 t.error = None;
                 self.updated_at = now;
+                if self.research.is_some() {
+                    // The phase's gate decides before anything downstream starts.
+                    self.research_on_completed(&key, now);
+                    if self.state.is_terminal() {
+                        return EventOutcome::Completed {
+                            newly_ready: Vec::new(),
+                            workflow_completed: self.state == WorkflowState::Completed,
+                        };
+                    }
+                }
                 let newly_ready = self.promote_waiting();
-                let workflow_completed = self
-                    .tasks
-                    .values()
-                    .all(|t| t.state == TaskRunState::Completed);
+                let workflow_completed = self.research.is_none()
+                    && self
+                        .tasks
+                        .values()
+                        .all(|t| t.state == TaskRunState::Completed);
                 if workflow_completed {
                     self.state = WorkflowState::Completed;
                     self.finished_at = Some(now);
@@ -266,6 +286,17 @@ impl WorkflowRecord {
                 }
                 t.state = TaskRunState::Failed;
                 t.finished_at = Some(ev.at);
+                if self.research_isolates(&key) {
+                    // Seed 004: a failed stream is marked, not retried, and
+                    // the run continues with the others if the gate allows.
+                    self.research_on_stream_failed(&key, now);
+                    let newly_ready = if self.state.is_terminal() {
+                        Vec::new()
+                    } else {
+                        self.promote_waiting()
+                    };
+                    return EventOutcome::Failed(RetryDecision::Isolated { newly_ready });
+                }
                 let reason = format!(
                     "task {key} failed after {} attempt(s): {}: {}",
                     used, err.error_type, err.message
@@ -290,11 +321,14 @@ impl WorkflowRecord {
 
     /// Waiting tasks whose dependencies all completed become ready.
     pub(crate) fn promote_waiting(&mut self) -> Vec<String> {
-        let done = |rec: &WorkflowRecord, stage: &str| {
-            rec.tasks
+        let done = |rec: &WorkflowRecord, stage: &str| match &rec.research {
+            // A research stage is done when its quality gate passed.
+            Some(r) => r.passed.contains(stage),
+            None => rec
+                .tasks
                 .values()
                 .filter(|t| t.stage == stage)
-                .all(|t| t.state == TaskRunState::Completed)
+                .all(|t| t.state == TaskRunState::Completed),
         };
         let promote: Vec<String> = self
             .tasks

@@ -46,6 +46,15 @@ pub struct CoordinatorConfig {
     /// Failure tier rules: the first that matches a failed attempt decides
     /// its tier (1 retry, 2 pause, 3 escalate). See docs/PAUSE-RESUME.md.
     pub failure_tiers: Vec<TierRule>,
+    /// Delay between the starts of two discovery streams of a research
+    /// run (seed 004: 2 s).
+    #[serde(with = "humantime_serde")]
+    pub research_stagger: Duration,
+    /// Discovery streams one research run may start, at most (seed 004: 5).
+    pub research_max_streams: u32,
+    /// Period of a research run's progress checkpoints (seed 004: 3 min).
+    #[serde(with = "humantime_serde")]
+    pub research_checkpoint_interval: Duration,
 }
 
 /// One failure classification rule. Every condition given must hold;
@@ -148,6 +157,9 @@ impl CoordinatorConfig {
                 self.batch_failure_ratio
             ));
         }
+        if self.research_max_streams == 0 {
+            return Err("coordinator.research_max_streams must be at least 1".into());
+        }
         if self.pause_reminders.windows(2).any(|w| w[0] > w[1]) {
             return Err("coordinator.pause_reminders must be in ascending order".into());
         }
@@ -179,6 +191,9 @@ impl Default for CoordinatorConfig {
             batch_failure_ratio: 0.5,
             failure_tiers: TierRule::defaults(),
             pattern_call_timeout: Duration::from_secs(300),
+            research_stagger: Duration::from_secs(2),
+            research_max_streams: 5,
+            research_checkpoint_interval: Duration::from_secs(180),
         }
     }
 }
