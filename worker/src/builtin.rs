@@ -13,6 +13,9 @@ use crate::handler::{BuiltinFn, HandlerFinding, HandlerOutput};
 /// The built-in analysts over `data`.
 pub fn analysts_over(data: Arc<Dataset>) -> BuiltinFn {
     Arc::new(move |task: &TaskDispatch| {
+        if let Some(r) = crate::research::run(task) {
+            return r.map(HandlerOutput::plain);
+        }
         let out = analysts::run(&task.agent_type, task, &data)
             .map_err(|e| e.to_task_error(Some(data.origin())))?;
         let findings = out
