@@ -163,6 +163,9 @@ pub async fn status(
     }
     for w in &wfs {
         println!("{}", workflow_line(w));
+        for line in super::render::research_lines(w) {
+            println!("    {line}");
+        }
         if let Some(t) = w["tasks"].as_object() {
             for (k, t) in t {
                 println!(

@@ -234,12 +234,7 @@ impl Gate {
                 min_average_credibility: p.num("min_average_credibility", 60.0, 0.0, 100.0)?,
                 min_cross_reference_rate: p.num("min_cross_reference_rate", 0.5, 0.0, 1.0)?,
                 max_contradiction_rate: p.num("max_contradiction_rate", 0.3, 0.0, 1.0)?,
-                escalate_contradiction_rate: p.num(
-                    "escalate_contradiction_rate",
-                    0.4,
-                    0.0,
-                    1.0,
-                )?,
+                escalate_contradiction_rate: p.num("escalate_contradiction_rate", 0.4, 0.0, 1.0)?,
             }),
             Phase::Analyzing => Gate::Analysis(AnalysisGate {
                 min_patterns: p.count("min_patterns", 3)?,
@@ -359,7 +354,8 @@ impl DiscoveryGate {
         let top_share = top_n as f64 / total.max(1) as f64;
         g.metrics.insert("sources".into(), total as f64);
         g.metrics.insert("diversity".into(), round3(diversity));
-        g.metrics.insert("top_source_share".into(), round3(top_share));
+        g.metrics
+            .insert("top_source_share".into(), round3(top_share));
         if diversity <= self.min_diversity {
             g.escalate = true;
             g.fail(format!(
@@ -412,9 +408,8 @@ impl ValidationGate {
             g.fail("no sources were checked".into());
             return g;
         }
-        let share = |f: &dyn Fn(&Value) -> bool| {
-            sources.iter().filter(|s| f(s)).count() as f64 / n as f64
-        };
+        let share =
+            |f: &dyn Fn(&Value) -> bool| sources.iter().filter(|s| f(s)).count() as f64 / n as f64;
         let validated = share(&|s| s["validated"].as_bool().unwrap_or(false));
         let cross = share(&|s| s["cross_referenced"].as_bool().unwrap_or(false));
         let contradicted = share(&|s| s["contradicted"].as_bool().unwrap_or(false));
@@ -471,7 +466,9 @@ impl ValidationGate {
             ));
         }
         if output["partial"].as_bool() == Some(true) {
-            g.fallback("the validator checked part of the sources; accepting partial results".into());
+            g.fallback(
+                "the validator checked part of the sources; accepting partial results".into(),
+            );
         }
         g
     }
@@ -508,7 +505,11 @@ impl AnalysisGate {
             .count();
         let no_confidence = insights
             .iter()
-            .filter(|i| !i["confidence"].as_f64().is_some_and(|c| (0.0..=1.0).contains(&c)))
+            .filter(|i| {
+                !i["confidence"]
+                    .as_f64()
+                    .is_some_and(|c| (0.0..=1.0).contains(&c))
+            })
             .count();
         if no_evidence > 0 {
             g.fallback(format!(
@@ -544,7 +545,10 @@ impl SynthesisGate {
             (self.required_sections.len() - missing.len()) as f64,
         );
         if !missing.is_empty() {
-            g.fail(format!("report sections missing or empty: {}", missing.join(", ")));
+            g.fail(format!(
+                "report sections missing or empty: {}",
+                missing.join(", ")
+            ));
         }
         g
     }

@@ -38,7 +38,11 @@ fn sources_per_stream_just_below_and_at_five() {
     // One stream at 4: it does not count, the other two carry on.
     let d = discovery(&[Some(5), Some(4), Some(5)]);
     assert_eq!(d.verdict, Verdict::PassWithFallback);
-    assert!(d.reasons[0].contains("stream-2 4 sources < 5"), "{:?}", d.reasons);
+    assert!(
+        d.reasons[0].contains("stream-2 4 sources < 5"),
+        "{:?}",
+        d.reasons
+    );
     // Every stream at 4: nothing successful.
     let d = discovery(&[Some(4), Some(4)]);
     assert_eq!(d.verdict, Verdict::Fail);
@@ -57,7 +61,9 @@ fn successful_streams_just_below_and_at_two() {
     let d = discovery(&[None, None, None, None, None]);
     assert_eq!(d.verdict, Verdict::Fail);
     let g = gate(Phase::Discovering, json!({"min_successful_streams": 1}));
-    let Gate::Discovery(g) = g else { unreachable!() };
+    let Gate::Discovery(g) = g else {
+        unreachable!()
+    };
     assert!(g.evaluate(&streams(&[Some(6), None])).verdict.passed());
 }
 
@@ -145,19 +151,28 @@ fn secondary_validation_metrics_fall_back_to_partial_results() {
     let d = validate(validation(10, 10, 60.0, 10, 0));
     assert_eq!(d.verdict, Verdict::PassWithFallback);
     assert!(d.reasons[0].contains("accepting partial validation"));
-    assert_eq!(validate(validation(10, 10, 60.5, 10, 0)).verdict, Verdict::Pass);
+    assert_eq!(
+        validate(validation(10, 10, 60.5, 10, 0)).verdict,
+        Verdict::Pass
+    );
     // Cross-references: 5 of 10 is not above 50 %; 6 is.
     assert_eq!(
         validate(validation(10, 10, 80.0, 5, 0)).verdict,
         Verdict::PassWithFallback
     );
-    assert_eq!(validate(validation(10, 10, 80.0, 6, 0)).verdict, Verdict::Pass);
+    assert_eq!(
+        validate(validation(10, 10, 80.0, 6, 0)).verdict,
+        Verdict::Pass
+    );
     // Contradictions: 3 of 10 is not below 30 %; 2 is.
     assert_eq!(
         validate(validation(10, 10, 80.0, 10, 3)).verdict,
         Verdict::PassWithFallback
     );
-    assert_eq!(validate(validation(10, 10, 80.0, 10, 2)).verdict, Verdict::Pass);
+    assert_eq!(
+        validate(validation(10, 10, 80.0, 10, 2)).verdict,
+        Verdict::Pass
+    );
     // The validator says it checked only part of them.
     let mut out = validation(10, 10, 80.0, 10, 0);
     out["partial"] = json!(true);
@@ -167,7 +182,11 @@ fn secondary_validation_metrics_fall_back_to_partial_results() {
 #[test]
 fn contradictions_above_forty_percent_escalate() {
     let d = validate(validation(10, 10, 80.0, 10, 4));
-    assert_eq!(d.verdict, Verdict::PassWithFallback, "40 % is not above 40 %");
+    assert_eq!(
+        d.verdict,
+        Verdict::PassWithFallback,
+        "40 % is not above 40 %"
+    );
     let d = validate(validation(100, 100, 80.0, 100, 41));
     assert_eq!(d.verdict, Verdict::Fail);
     assert!(d.escalate);
@@ -190,7 +209,10 @@ fn patterns_and_insights_just_below_and_at_their_minimum() {
     let d = g.evaluate_output(&analysis(3, 4, true));
     assert_eq!(d.verdict, Verdict::Fail);
     assert!(d.reasons[0].contains("4 key insights, at least 5"));
-    assert_eq!(g.evaluate_output(&analysis(3, 5, true)).verdict, Verdict::Pass);
+    assert_eq!(
+        g.evaluate_output(&analysis(3, 5, true)).verdict,
+        Verdict::Pass
+    );
     // Evidence chains missing: the basic analysis is used.
     let d = g.evaluate_output(&analysis(3, 5, false));
     assert_eq!(d.verdict, Verdict::PassWithFallback);
@@ -208,25 +230,40 @@ fn synthesis_needs_every_section() {
     partial["sections"]["executive_summary"] = json!("  ");
     let d = g.evaluate_output(&partial);
     assert_eq!(d.verdict, Verdict::Fail);
-    assert!(d.reasons[0].contains("executive_summary, recommendations"), "{:?}", d.reasons);
+    assert!(
+        d.reasons[0].contains("executive_summary, recommendations"),
+        "{:?}",
+        d.reasons
+    );
 }
 
 #[test]
 fn consolidation_needs_merged_sources() {
     let g = gate(Phase::Consolidating, Value::Null);
-    assert_eq!(g.evaluate_output(&json!({"sources": []})).verdict, Verdict::Fail);
-    assert_eq!(g.evaluate_output(&json!({"sources": [{}]})).verdict, Verdict::Pass);
+    assert_eq!(
+        g.evaluate_output(&json!({"sources": []})).verdict,
+        Verdict::Fail
+    );
+    assert_eq!(
+        g.evaluate_output(&json!({"sources": [{}]})).verdict,
+        Verdict::Pass
+    );
 }
 
 #[test]
 fn bad_thresholds_are_named() {
-    let e = Gate::from_params(Phase::Validating, "validate", &json!({"min_validated_ratio": 1.5}))
-        .unwrap_err();
+    let e = Gate::from_params(
+        Phase::Validating,
+        "validate",
+        &json!({"min_validated_ratio": 1.5}),
+    )
+    .unwrap_err();
     assert_eq!(
         e.to_string(),
         "stage `validate`: parameter `min_validated_ratio` is 1.5; it must be in 0..=1"
     );
-    let e = Gate::from_params(Phase::Analyzing, "a", &json!({"min_patterns": "three"})).unwrap_err();
+    let e =
+        Gate::from_params(Phase::Analyzing, "a", &json!({"min_patterns": "three"})).unwrap_err();
     assert!(e.to_string().contains("must be a number"), "{e}");
     let e = Gate::from_params(Phase::Analyzing, "a", &json!({"min_patterns": 2.5})).unwrap_err();
     assert!(e.to_string().contains("whole number"), "{e}");

@@ -77,7 +77,12 @@ impl WorkflowRecord {
             }
         }
         if first {
-            r.audit(now, &agent, "started", format!("{phase} task {key} on {}", ev.worker_id));
+            r.audit(
+                now,
+                &agent,
+                "started",
+                format!("{phase} task {key} on {}", ev.worker_id),
+            );
         } else if let Some(m) = &ev.message {
             r.audit(now, &agent, "progress", m.clone());
         }
@@ -233,9 +238,9 @@ impl WorkflowRecord {
                     .map(|(_, t)| StreamResult {
                         stream: t.shard.unwrap_or(0) + 1,
                         outcome: match t.state {
-                            TaskRunState::Completed => Ok(source_domains(
-                                t.output.as_ref().unwrap_or(&Value::Null),
-                            )),
+                            TaskRunState::Completed => {
+                                Ok(source_domains(t.output.as_ref().unwrap_or(&Value::Null)))
+                            }
                             _ => Err(t
                                 .error
                                 .as_ref()
@@ -312,7 +317,12 @@ impl WorkflowRecord {
             return;
         }
         r.phase = Phase::Failed;
-        r.audit(now, COORDINATOR, "transition", format!("{from} → FAILED: {reason}"));
+        r.audit(
+            now,
+            COORDINATOR,
+            "transition",
+            format!("{from} → FAILED: {reason}"),
+        );
         if escalate {
             r.audit(
                 now,
@@ -438,7 +448,11 @@ impl WorkflowRecord {
     }
 
     /// Whether a periodic checkpoint is due (every `interval` while running).
-    pub fn research_checkpoint_due(&self, now: DateTime<Utc>, interval: std::time::Duration) -> bool {
+    pub fn research_checkpoint_due(
+        &self,
+        now: DateTime<Utc>,
+        interval: std::time::Duration,
+    ) -> bool {
         let Some(r) = self.research.as_ref() else {
             return false;
         };

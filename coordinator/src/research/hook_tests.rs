@@ -10,8 +10,7 @@ use super::{attach, Phase, ResearchSpecError, Verdict};
 use crate::pipeline::builtin;
 use crate::runtime::pipelines::stages_of;
 use crate::workflow::{
-    instantiate, EventOutcome, RetryDecision, StageDef, TaskRunState, WorkflowRecord,
-    WorkflowState,
+    instantiate, EventOutcome, RetryDecision, StageDef, TaskRunState, WorkflowRecord, WorkflowState,
 };
 
 const UNIT_MS: u64 = 100;
@@ -38,7 +37,14 @@ fn settings() -> ResearchSettings {
 }
 
 fn record_with(stages: Vec<StageDef>) -> WorkflowRecord {
-    let mut r = instantiate("w".into(), "topic".into(), "deep-research".into(), stages, UNIT_MS, t0());
+    let mut r = instantiate(
+        "w".into(),
+        "topic".into(),
+        "deep-research".into(),
+        stages,
+        UNIT_MS,
+        t0(),
+    );
     assert!(attach(&mut r, Some(90.0), &settings(), t0()).unwrap());
     r
 }
@@ -47,7 +53,13 @@ fn record() -> WorkflowRecord {
     record_with(stages())
 }
 
-fn ev(rec: &WorkflowRecord, key: &str, status: TaskStatus, output: Option<Value>, at: DateTime<Utc>) -> TaskEvent {
+fn ev(
+    rec: &WorkflowRecord,
+    key: &str,
+    status: TaskStatus,
+    output: Option<Value>,
+    at: DateTime<Utc>,
+) -> TaskEvent {
     TaskEvent {
         schema_version: 1,
         task_id: rec.task_id(key),
@@ -113,7 +125,13 @@ fn phase(r: &WorkflowRecord) -> Phase {
 }
 
 fn actions(r: &WorkflowRecord) -> Vec<String> {
-    r.research.as_ref().unwrap().audit.iter().map(|e| format!("{} {}", e.agent, e.action)).collect()
+    r.research
+        .as_ref()
+        .unwrap()
+        .audit
+        .iter()
+        .map(|e| format!("{} {}", e.agent, e.action))
+        .collect()
 }
 
 #[test]
@@ -127,28 +145,45 @@ fn attach_staggers_streams_and_checks_the_phases() {
     let res = r.research.as_ref().unwrap();
     assert_eq!(res.streams.len(), 5);
     assert_eq!(res.total_limit_ms, Some(9000));
-    assert!(res.audit[0].result.starts_with("INITIALIZING → DISCOVERING"));
+    assert!(res.audit[0]
+        .result
+        .starts_with("INITIALIZING → DISCOVERING"));
 
     let mut st = stages();
     st[0].fan_out = 6;
     let mut r = instantiate("w".into(), "t".into(), "p".into(), st, 1, t0());
     assert_eq!(
         attach(&mut r, None, &settings(), t0()).unwrap_err(),
-        ResearchSpecError::TooManyStreams { stage: "discover".into(), fan_out: 6, max: 5 }
+        ResearchSpecError::TooManyStreams {
+            stage: "discover".into(),
+            fan_out: 6,
+            max: 5
+        }
     );
     let mut st = stages();
     st[3].depends_on = vec!["consolidate".into()];
     let mut r = instantiate("w".into(), "t".into(), "p".into(), st, 1, t0());
-    let e = attach(&mut r, None, &settings(), t0()).unwrap_err().to_string();
-    assert_eq!(e, "stage `analyze` (ANALYZING) must depend on `validate`, the stage of the phase before it");
+    let e = attach(&mut r, None, &settings(), t0())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "stage `analyze` (ANALYZING) must depend on `validate`, the stage of the phase before it"
+    );
     let mut st = stages();
     st.remove(4);
     let mut r = instantiate("w".into(), "t".into(), "p".into(), st, 1, t0());
-    assert_eq!(attach(&mut r, None, &settings(), t0()).unwrap_err(), ResearchSpecError::MissingPhase(Phase::Synthesizing));
+    assert_eq!(
+        attach(&mut r, None, &settings(), t0()).unwrap_err(),
+        ResearchSpecError::MissingPhase(Phase::Synthesizing)
+    );
     let mut st = stages();
     st[2].params["min_validated_ratio"] = json!(2);
     let mut r = instantiate("w".into(), "t".into(), "p".into(), st, 1, t0());
-    assert!(matches!(attach(&mut r, None, &settings(), t0()), Err(ResearchSpecError::Threshold(_))));
+    assert!(matches!(
+        attach(&mut r, None, &settings(), t0()),
+        Err(ResearchSpecError::Threshold(_))
+    ));
     let mut st = stages();
     for s in &mut st {
         s.params = Value::Null;
@@ -162,36 +197,80 @@ fn attach_staggers_streams_and_checks_the_phases() {
 fn a_run_completes_phase_by_phase_with_an_audit_trail() {
     let mut r = record();
     for i in 0..5u32 {
-        let o = finish(&mut r, &format!("discover#{i}"), sources(i + 1, 5), ms(100 + i as i64 * 20));
+        let o = finish(
+            &mut r,
+            &format!("discover#{i}"),
+            sources(i + 1, 5),
+            ms(100 + i as i64 * 20),
+        );
         let ready = match o {
             EventOutcome::Completed { newly_ready, .. } => newly_ready,
             o => panic!("{o:?}"),
         };
-        assert_eq!(ready.is_empty(), i < 4, "consolidate waits for every stream");
+        assert_eq!(
+            ready.is_empty(),
+            i < 4,
+            "consolidate waits for every stream"
+        );
     }
     assert_eq!(phase(&r), Phase::Consolidating);
     let res = r.research.as_ref().unwrap();
     assert_eq!(res.gates[&Phase::Discovering].verdict, Verdict::Pass);
     assert_eq!(res.pending_writes.len(), 5);
-    assert!(res.streams.values().all(|s| s.state == StreamState::Complete && s.sources == 5));
-    finish(&mut r, "consolidate", json!({"sources": [{}], "writes": [{"key": "validation/all-sources.md", "value": "x"}]}), ms(300));
+    assert!(res
+        .streams
+        .values()
+        .all(|s| s.state == StreamState::Complete && s.sources == 5));
+    finish(
+        &mut r,
+        "consolidate",
+        json!({"sources": [{}], "writes": [{"key": "validation/all-sources.md", "value": "x"}]}),
+        ms(300),
+    );
     assert_eq!(phase(&r), Phase::Validating);
     finish(&mut r, "validate", good_validation(), ms(400));
     finish(&mut r, "analyze", good_analysis(), ms(500));
     assert_eq!(phase(&r), Phase::Synthesizing);
     let o = finish(&mut r, "synthesize", report(), ms(600));
-    assert!(matches!(o, EventOutcome::Completed { workflow_completed: true, .. }), "{o:?}");
+    assert!(
+        matches!(
+            o,
+            EventOutcome::Completed {
+                workflow_completed: true,
+                ..
+            }
+        ),
+        "{o:?}"
+    );
     assert_eq!(r.state, WorkflowState::Completed);
     assert_eq!(phase(&r), Phase::Complete);
-    let transitions: Vec<String> = r.research.as_ref().unwrap().audit.iter()
-        .filter(|e| e.action == "transition").map(|e| e.result.clone()).collect();
-    assert_eq!(transitions, [
-        "INITIALIZING → DISCOVERING: setup complete; 5 streams, 20 ms apart",
-        "DISCOVERING → CONSOLIDATING", "CONSOLIDATING → VALIDATING", "VALIDATING → ANALYZING",
-        "ANALYZING → SYNTHESIZING", "SYNTHESIZING → COMPLETE",
-    ]);
+    let transitions: Vec<String> = r
+        .research
+        .as_ref()
+        .unwrap()
+        .audit
+        .iter()
+        .filter(|e| e.action == "transition")
+        .map(|e| e.result.clone())
+        .collect();
+    assert_eq!(
+        transitions,
+        [
+            "INITIALIZING → DISCOVERING: setup complete; 5 streams, 20 ms apart",
+            "DISCOVERING → CONSOLIDATING",
+            "CONSOLIDATING → VALIDATING",
+            "VALIDATING → ANALYZING",
+            "ANALYZING → SYNTHESIZING",
+            "SYNTHESIZING → COMPLETE",
+        ]
+    );
     let a = actions(&r);
-    assert_eq!(a.iter().filter(|x| *x == "coordinator quality_gate").count(), 5);
+    assert_eq!(
+        a.iter()
+            .filter(|x| *x == "coordinator quality_gate")
+            .count(),
+        5
+    );
     assert!(a.contains(&"stream-3 stream_complete".to_string()));
     assert!(a.contains(&"research_validation complete".to_string()));
 }
@@ -203,18 +282,33 @@ fn one_failed_stream_is_marked_and_the_run_continues() {
         finish(&mut r, &format!("discover#{i}"), sources(i + 1, 6), ms(100));
     }
     let o = fail_stream(&mut r, "discover#2", ms(150));
-    assert_eq!(o, EventOutcome::Failed(RetryDecision::Isolated { newly_ready: vec!["consolidate".into()] }));
-    assert_eq!(r.state, WorkflowState::Running, "no pause for a failed stream");
+    assert_eq!(
+        o,
+        EventOutcome::Failed(RetryDecision::Isolated {
+            newly_ready: vec!["consolidate".into()]
+        })
+    );
+    assert_eq!(
+        r.state,
+        WorkflowState::Running,
+        "no pause for a failed stream"
+    );
     assert!(r.pause.is_none());
     let res = r.research.as_ref().unwrap();
-    assert_eq!(res.gates[&Phase::Discovering].verdict, Verdict::PassWithFallback);
+    assert_eq!(
+        res.gates[&Phase::Discovering].verdict,
+        Verdict::PassWithFallback
+    );
     let s3 = &res.streams[&3];
     assert_eq!(s3.state, StreamState::Failed);
     assert_eq!(s3.can_continue, Some(true));
     assert!(!s3.needs_intervention);
     assert_eq!(r.tasks["discover#2"].state, TaskRunState::Failed);
     let d = r.dispatch("consolidate", ms(160)).unwrap();
-    assert!(d.inputs["discover"][2].is_null(), "the failed stream gives no output");
+    assert!(
+        d.inputs["discover"][2].is_null(),
+        "the failed stream gives no output"
+    );
 }
 
 #[test]
@@ -225,37 +319,74 @@ fn all_streams_failing_fails_and_escalates() {
         assert_eq!(r.state, WorkflowState::Running);
     }
     let o = fail_stream(&mut r, "discover#4", ms(200));
-    assert_eq!(o, EventOutcome::Failed(RetryDecision::Isolated { newly_ready: vec![] }));
+    assert_eq!(
+        o,
+        EventOutcome::Failed(RetryDecision::Isolated {
+            newly_ready: vec![]
+        })
+    );
     assert_eq!(r.state, WorkflowState::Failed);
     assert_eq!(phase(&r), Phase::Failed);
     let res = r.research.as_ref().unwrap();
     let alert = res.alert.as_ref().unwrap();
     assert_eq!(alert.event_type, "workflow_escalated");
     assert_eq!(alert.severity, "critical");
-    assert!(alert.reason.contains("0 of 5 streams successful"), "{}", alert.reason);
-    assert!(res.streams.values().all(|s| s.needs_intervention && s.can_continue == Some(false)));
+    assert!(
+        alert.reason.contains("0 of 5 streams successful"),
+        "{}",
+        alert.reason
+    );
+    assert!(res
+        .streams
+        .values()
+        .all(|s| s.needs_intervention && s.can_continue == Some(false)));
     assert!(actions(&r).contains(&"coordinator escalation".to_string()));
-    assert!(r.failure.as_deref().unwrap().contains("DISCOVERING quality gate failed"));
+    assert!(r
+        .failure
+        .as_deref()
+        .unwrap()
+        .contains("DISCOVERING quality gate failed"));
 }
 
 #[test]
 fn writes_outside_the_key_space_are_refused_and_audited() {
     let mut r = record();
     let mut out = sources(2, 5);
-    out["writes"].as_array_mut().unwrap().push(json!({"key": "streams/stream-1/sources.md", "value": "overwrite"}));
-    out["writes"].as_array_mut().unwrap().push(json!({"key": "report/final-report.md", "value": "fake"}));
+    out["writes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"key": "streams/stream-1/sources.md", "value": "overwrite"}));
+    out["writes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"key": "report/final-report.md", "value": "fake"}));
     finish(&mut r, "discover#1", out, ms(100));
     let res = r.research.as_ref().unwrap();
     assert_eq!(res.refused_count, 2);
     assert_eq!(res.refused_writes[0].key, "streams/stream-1/sources.md");
     assert_eq!(res.pending_writes.len(), 1);
     assert_eq!(res.pending_writes[0].key, "streams/stream-2/sources.md");
-    assert_eq!(res.streams[&2].keys, vec!["streams/stream-2/sources.md".to_string()]);
-    let refused: Vec<&String> = res.audit.iter().filter(|e| e.action == "write_refused").map(|e| &e.result).collect();
+    assert_eq!(
+        res.streams[&2].keys,
+        vec!["streams/stream-2/sources.md".to_string()]
+    );
+    let refused: Vec<&String> = res
+        .audit
+        .iter()
+        .filter(|e| e.action == "write_refused")
+        .map(|e| &e.result)
+        .collect();
     assert_eq!(refused.len(), 2);
-    assert!(refused[0].contains("outside the task's key space `streams/stream-2/`"), "{refused:?}");
+    assert!(
+        refused[0].contains("outside the task's key space `streams/stream-2/`"),
+        "{refused:?}"
+    );
     let stored = r.tasks["discover#1"].output.as_ref().unwrap();
-    assert_eq!(stored["writes"].as_array().unwrap().len(), 1, "downstream never sees refused writes");
+    assert_eq!(
+        stored["writes"].as_array().unwrap().len(),
+        1,
+        "downstream never sees refused writes"
+    );
 }
 
 #[test]
@@ -272,13 +403,28 @@ fn discovery_time_limit_times_out_open_streams_and_the_gate_decides() {
     let res = r.research.as_ref().unwrap();
     assert_eq!(res.streams[&4].state, StreamState::TimedOut);
     assert_eq!(res.streams[&5].state, StreamState::TimedOut);
-    assert_eq!(res.gates[&Phase::Discovering].verdict, Verdict::PassWithFallback);
+    assert_eq!(
+        res.gates[&Phase::Discovering].verdict,
+        Verdict::PassWithFallback
+    );
     assert_eq!(phase(&r), Phase::Consolidating);
     assert_eq!(r.tasks["consolidate"].state, TaskRunState::Ready);
-    assert_eq!(r.tasks["discover#4"].error.as_ref().unwrap().error_type, "phase_timeout");
+    assert_eq!(
+        r.tasks["discover#4"].error.as_ref().unwrap().error_type,
+        "phase_timeout"
+    );
     // A late completion of a timed-out stream changes nothing.
-    let late = ev(&r, "discover#3", TaskStatus::Completed, Some(sources(4, 5)), ms(1600));
-    assert_eq!(r.apply_event(&late, ms(1600)), EventOutcome::Ignored("task already finished"));
+    let late = ev(
+        &r,
+        "discover#3",
+        TaskStatus::Completed,
+        Some(sources(4, 5)),
+        ms(1600),
+    );
+    assert_eq!(
+        r.apply_event(&late, ms(1600)),
+        EventOutcome::Ignored("task already finished")
+    );
 }
 
 #[test]
@@ -293,9 +439,15 @@ fn other_phase_time_limits_and_the_total_limit_fail_the_run() {
     assert!(!r.research_tick(ms(2200)));
     assert!(r.research_tick(ms(2201)));
     assert_eq!(r.state, WorkflowState::Failed);
-    assert_eq!(r.failure.as_deref(), Some("phase VALIDATING exceeded its time limit of 2000 ms"));
+    assert_eq!(
+        r.failure.as_deref(),
+        Some("phase VALIDATING exceeded its time limit of 2000 ms")
+    );
     let a = r.research.as_ref().unwrap().alert.as_ref().unwrap();
-    assert_eq!((a.event_type.as_str(), a.severity.as_str()), ("research_failed", "warning"));
+    assert_eq!(
+        (a.event_type.as_str(), a.severity.as_str()),
+        ("research_failed", "warning")
+    );
 
     let mut st = stages();
     for s in &mut st {
@@ -304,7 +456,11 @@ fn other_phase_time_limits_and_the_total_limit_fail_the_run() {
     let mut r = record_with(st);
     assert!(!r.research_tick(ms(9000)));
     assert!(r.research_tick(ms(9001)));
-    assert!(r.failure.as_deref().unwrap().contains("total time limit of 9000 ms"));
+    assert!(r
+        .failure
+        .as_deref()
+        .unwrap()
+        .contains("total time limit of 9000 ms"));
 }
 
 #[test]
@@ -319,7 +475,11 @@ fn a_failed_gate_fails_the_run_without_escalation() {
     weak["patterns"] = json!([1, 2]);
     finish(&mut r, "analyze", weak, ms(400));
     assert_eq!(r.state, WorkflowState::Failed);
-    assert_eq!(r.tasks["synthesize"].state, TaskRunState::Waiting, "never started");
+    assert_eq!(
+        r.tasks["synthesize"].state,
+        TaskRunState::Waiting,
+        "never started"
+    );
     let res = r.research.as_ref().unwrap();
     assert_eq!(res.gates[&Phase::Analyzing].verdict, Verdict::Fail);
     assert_eq!(res.alert.as_ref().unwrap().event_type, "research_failed");
@@ -336,5 +496,10 @@ fn checkpoints_are_due_every_interval() {
     assert!(r.research_checkpoint_due(ms(360), every));
     let res = r.research.as_ref().unwrap();
     assert_eq!(res.checkpoints, 1);
-    assert!(res.audit.last().unwrap().result.starts_with("w.r1: phase DISCOVERING, 0/5 streams complete"));
+    assert!(res
+        .audit
+        .last()
+        .unwrap()
+        .result
+        .starts_with("w.r1: phase DISCOVERING, 0/5 streams complete"));
 }

@@ -45,8 +45,7 @@ fn valid_segment(s: &str) -> bool {
     !s.is_empty()
         && s != "."
         && s != ".."
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '='))
 }
 

@@ -149,7 +149,12 @@ impl ResearchRuntime {
     /// Time limits and periodic checkpoints of every research run; runs
     /// with unstored writes or unsent alerts are marked dirty so the next
     /// flush retries them.
-    pub async fn tick(&mut self, engine: &mut Engine, dirty: &mut HashSet<String>, now: DateTime<Utc>) {
+    pub async fn tick(
+        &mut self,
+        engine: &mut Engine,
+        dirty: &mut HashSet<String>,
+        now: DateTime<Utc>,
+    ) {
         let ids: Vec<String> = engine
             .workflows()
             .filter(|r| r.is_research())
@@ -166,7 +171,10 @@ impl ResearchRuntime {
                 }
             }
             let interval = self.settings.checkpoint_interval;
-            if let Some(rec) = engine.get(&id).filter(|r| r.research_checkpoint_due(now, interval)) {
+            if let Some(rec) = engine
+                .get(&id)
+                .filter(|r| r.research_checkpoint_due(now, interval))
+            {
                 let n = rec.research.as_ref().map_or(0, |r| r.checkpoints) + 1;
                 let mut cp = Checkpoint::of(rec, now);
                 cp.checkpoint_id = format!("{id}.r{n}");

@@ -41,7 +41,9 @@ pub enum ResearchSpecError {
     #[error("no stage runs phase {0}")]
     MissingPhase(Phase),
     /// A stage does not follow the previous phase's stage.
-    #[error("stage `{stage}` ({phase}) must depend on `{previous}`, the stage of the phase before it")]
+    #[error(
+        "stage `{stage}` ({phase}) must depend on `{previous}`, the stage of the phase before it"
+    )]
     OutOfOrder {
         /// The stage.
         stage: String,
@@ -98,7 +100,11 @@ fn check_params(s: &StageDef) -> Result<(), ResearchSpecError> {
     match s.params.get("phase_limit") {
         None | Some(Value::Null) => {}
         Some(v) if v.as_f64().is_some_and(|x| x.is_finite() && x > 0.0) => {}
-        Some(v) => return Err(bad(format!("`phase_limit` must be a positive number of time units, not {v}"))),
+        Some(v) => {
+            return Err(bad(format!(
+                "`phase_limit` must be a positive number of time units, not {v}"
+            )))
+        }
     }
     match s.params.get("output_key_space") {
         None | Some(Value::Null) | Some(Value::String(_)) => Ok(()),
@@ -124,13 +130,15 @@ pub fn attach(
         let Some(p) = phase_param(s) else {
             return Err(ResearchSpecError::NoPhase(s.name.clone()));
         };
-        let phase = p
-            .as_str()
-            .and_then(Phase::parse_working)
-            .ok_or_else(|| ResearchSpecError::UnknownPhase {
+        let phase = p.as_str().and_then(Phase::parse_working).ok_or_else(|| {
+            ResearchSpecError::UnknownPhase {
                 stage: s.name.clone(),
-                phase: p.as_str().map(str::to_string).unwrap_or_else(|| p.to_string()),
-            })?;
+                phase: p
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| p.to_string()),
+            }
+        })?;
         if let Some(first) = phase_stages.insert(phase, s.name.clone()) {
             return Err(ResearchSpecError::DuplicatePhase {
                 phase,
@@ -158,7 +166,11 @@ pub fn attach(
             .get(&p)
             .ok_or(ResearchSpecError::MissingPhase(p))?;
         if let Some(prev) = previous {
-            let def = rec.stages.iter().find(|s| &s.name == stage).expect("listed");
+            let def = rec
+                .stages
+                .iter()
+                .find(|s| &s.name == stage)
+                .expect("listed");
             if !def.depends_on.contains(prev) {
                 return Err(ResearchSpecError::OutOfOrder {
                     stage: stage.clone(),

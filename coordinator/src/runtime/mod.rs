@@ -275,7 +275,10 @@ pub fn routes(svc: &mut caucus_shared::service::Service, slot: SharedScheduler) 
             let bucket = bucket.clone();
             async move {
                 let kv = js.get_key_value(&bucket).await.map_err(|e| {
-                    caucus_shared::nats::ApiError::new("unavailable", format!("bucket {bucket}: {e}"))
+                    caucus_shared::nats::ApiError::new(
+                        "unavailable",
+                        format!("bucket {bucket}: {e}"),
+                    )
                 })?;
                 crate::research::runtime::audit(body, WorkflowStore::new(kv)).await
             }

@@ -70,7 +70,11 @@ pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
     let md: String = patterns
         .iter()
         .map(|p| format!("- pattern: {}\n", p["description"].as_str().unwrap_or("")))
-        .chain(insights.iter().map(|i| format!("- insight: {}\n", i["text"].as_str().unwrap_or(""))))
+        .chain(
+            insights
+                .iter()
+                .map(|i| format!("- insight: {}\n", i["text"].as_str().unwrap_or(""))),
+        )
         .collect();
     let cited: Vec<Value> = valid
         .iter()

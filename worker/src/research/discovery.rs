@@ -38,9 +38,18 @@ const ASPECTS: [&str; 5] = [
 fn slug(s: &str) -> String {
     let s: String = s
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
         .collect();
-    s.split('-').filter(|p| !p.is_empty()).collect::<Vec<_>>().join("-")
+    s.split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
 }
 
 pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
@@ -54,7 +63,9 @@ pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
     if listed("fail_streams") {
         return Err(permanent(
             "discovery_failed",
-            format!("stream {stream}: the search backend returned no results (params.fail_streams)"),
+            format!(
+                "stream {stream}: the search backend returned no results (params.fail_streams)"
+            ),
         ));
     }
     let h = fnv(&[topic, &stream.to_string()]);
@@ -108,7 +119,10 @@ pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
         })
         .collect();
     let mut writes = vec![
-        write(format!("{space}/sources.md"), format!("# Stream {stream}: {aspect}\n\n{sources_md}")),
+        write(
+            format!("{space}/sources.md"),
+            format!("# Stream {stream}: {aspect}\n\n{sources_md}"),
+        ),
         write(
             format!("{space}/search-history.md"),
             queries.iter().map(|q| format!("- {q}\n")).collect(),

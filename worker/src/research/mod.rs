@@ -124,10 +124,21 @@ pub(crate) fn input<'a>(task: &'a TaskDispatch, stage: &str) -> Result<&'a Value
 
 /// Where a domain's sources come from, for patterns.
 pub(crate) fn kind_of(domain: &str) -> &'static str {
-    if domain.ends_with(".gov") || domain.ends_with(".gov.uk") || domain.ends_with(".int") || domain.ends_with(".eu") {
+    if domain.ends_with(".gov")
+        || domain.ends_with(".gov.uk")
+        || domain.ends_with(".int")
+        || domain.ends_with(".eu")
+    {
         "official"
-    } else if ["arxiv.org", "nature.com", "ieee.org", "acm.org", "jstor.org", "sciencedirect.com"]
-        .contains(&domain)
+    } else if [
+        "arxiv.org",
+        "nature.com",
+        "ieee.org",
+        "acm.org",
+        "jstor.org",
+        "sciencedirect.com",
+    ]
+    .contains(&domain)
     {
         "academic"
     } else if ["reuters.com", "ft.com", "economist.com", "bbc.co.uk"].contains(&domain) {

@@ -11,7 +11,10 @@ pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
     let topic = task.item.as_str();
     let patterns = a["patterns"].as_array().cloned().unwrap_or_default();
     let insights = a["insights"].as_array().cloned().unwrap_or_default();
-    let cited = a["validated_sources"].as_array().cloned().unwrap_or_default();
+    let cited = a["validated_sources"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let summary = format!(
         "{topic}: {} patterns and {} key insights from {} validated sources.",
         patterns.len(),
@@ -31,7 +34,12 @@ pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
     let recommendations: Vec<String> = patterns
         .iter()
         .take(3)
-        .map(|p| format!("Follow up on {}", p["name"].as_str().unwrap_or("this pattern")))
+        .map(|p| {
+            format!(
+                "Follow up on {}",
+                p["name"].as_str().unwrap_or("this pattern")
+            )
+        })
         .collect();
     let citations: Vec<String> = cited
         .iter()
@@ -57,7 +65,12 @@ pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
     }
     let list = |v: &Value| -> String {
         v.as_array()
-            .map(|a| a.iter().filter_map(Value::as_str).map(|s| format!("- {s}\n")).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(|s| format!("- {s}\n"))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let markdown = format!(

@@ -23,7 +23,8 @@ pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
             .or_default() += 1;
     }
     // Test knobs: exactly this share validated / contradicted (first ones).
-    let forced = |key: &str| f64_param(task, key).map(|r| (r.clamp(0.0, 1.0) * n as f64).round() as usize);
+    let forced =
+        |key: &str| f64_param(task, key).map(|r| (r.clamp(0.0, 1.0) * n as f64).round() as usize);
     let force_valid = forced("validated_ratio");
     let force_contra = forced("contradicted_ratio");
     let checked: Vec<Value> = list
@@ -37,8 +38,8 @@ pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
                 None => credibility >= VALID_FROM,
             };
             let domain = s["domain"].as_str().unwrap_or("");
-            let cross = per_domain.get(domain).copied().unwrap_or(0) >= 2
-                || fnv(&[id, "xref"]) % 10 < 6;
+            let cross =
+                per_domain.get(domain).copied().unwrap_or(0) >= 2 || fnv(&[id, "xref"]) % 10 < 6;
             let contradicted = match force_contra {
                 Some(k) => i < k,
                 None => fnv(&[id, "contra"]) % 100 < 8,
@@ -59,7 +60,11 @@ pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
                 if s["validated"] == true { "✓" } else { "✗" },
                 s["id"].as_str().unwrap_or(""),
                 s["credibility"],
-                if s["contradicted"] == true { ", contradicted" } else { "" }
+                if s["contradicted"] == true {
+                    ", contradicted"
+                } else {
+                    ""
+                }
             )
         })
         .collect();
