@@ -22,6 +22,8 @@ use crate::workflow::{TaskRunState, WorkflowRecord, WorkflowState};
 
 const COORDINATOR: &str = "coordinator";
 
+type Deadlines = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+
 impl WorkflowRecord {
     /// Whether research rules govern this workflow.
     pub fn is_research(&self) -> bool {
@@ -348,7 +350,8 @@ impl WorkflowRecord {
         self.updated_at = now;
     }
 
-    fn research_deadlines(&self) -> Option<(Option<DateTime<Utc>>, Option<DateTime<Utc>>)> {
+    /// (total deadline, current phase's deadline) while the limits apply.
+    fn research_deadlines(&self) -> Option<Deadlines> {
         let r = self.research.as_ref()?;
         if r.phase.is_terminal() || self.state.is_terminal() {
             return None;
