@@ -73,7 +73,18 @@ pub fn research_lines(w: &Value) -> Vec<String> {
         }
         out.push(l);
     }
-    for (phase, g) in r["gates"].as_object().into_iter().flatten() {
+    let phases = [
+        "DISCOVERING",
+        "CONSOLIDATING",
+        "VALIDATING",
+        "ANALYZING",
+        "SYNTHESIZING",
+    ];
+    for (phase, g) in phases
+        .iter()
+        .map(|p| (p, &r["gates"][p]))
+        .filter(|(_, g)| !g.is_null())
+    {
         let reasons: Vec<&str> = g["reasons"]
             .as_array()
             .into_iter()

@@ -234,7 +234,11 @@ fn print_report(w: &Value) -> anyhow::Result<i32> {
 
 /// The markdown report in a workflow's `report` task output, if any.
 pub fn report_of(w: &Value) -> Option<String> {
-    let out = &w["tasks"]["report"]["output"];
+    // A research run's report is its SYNTHESIZING stage's output.
+    let stage = w["research"]["phase_stages"]["SYNTHESIZING"]
+        .as_str()
+        .unwrap_or("report");
+    let out = &w["tasks"][stage]["output"];
     out["markdown"]
         .as_str()
         .or_else(|| out["report"].as_str())

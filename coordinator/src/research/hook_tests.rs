@@ -184,6 +184,11 @@ fn attach_staggers_streams_and_checks_the_phases() {
         attach(&mut r, None, &settings(), t0()),
         Err(ResearchSpecError::Threshold(_))
     ));
+    // The seed's 2 s stagger with 100 ms time units: 8 s of stagger
+    // against a 1.5 s discovery limit is refused, not run to a failure.
+    let mut r = instantiate("w".into(), "t".into(), "p".into(), stages(), UNIT_MS, t0());
+    let e = attach(&mut r, None, &ResearchSettings::default(), t0()).unwrap_err();
+    assert_eq!(e.to_string(), "stage `discover`: 5 streams started 2000 ms apart need 8000 ms, but DISCOVERING is limited to 1500 ms; use a longer time unit or a shorter coordinator.research_stagger");
     let mut st = stages();
     for s in &mut st {
         s.params = Value::Null;

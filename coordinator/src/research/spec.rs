@@ -62,6 +62,20 @@ pub enum ResearchSpecError {
         /// The configured maximum.
         max: u32,
     },
+    /// The stagger alone would outlast the discovery limit.
+    #[error("stage `{stage}`: {streams} streams started {stagger_ms} ms apart need {needed_ms} ms, but DISCOVERING is limited to {limit_ms} ms; use a longer time unit or a shorter coordinator.research_stagger")]
+    StaggerBeyondLimit {
+        /// The stage.
+        stage: String,
+        /// Its streams.
+        streams: u32,
+        /// The configured stagger.
+        stagger_ms: u64,
+        /// (streams - 1) × stagger.
+        needed_ms: u64,
+        /// The phase limit in ms.
+        limit_ms: u64,
+    },
     /// Only discovery runs in parallel copies.
     #[error("stage `{0}` fans out, but only the discovery phase runs parallel streams")]
     FanOutOutsideDiscovery(String),
@@ -182,6 +196,25 @@ pub fn attach(
         previous = Some(stage);
     }
     let discover = phase_stages[&Phase::Discovering].clone();
+    let def = rec
+        .stages
+        .iter()
+        .find(|s| s.name == discover)
+        .expect("listed");
+    let stagger_ms = settings.stagger.as_millis() as u64;
+    let needed_ms = stagger_ms.saturating_mul(def.fan_out.saturating_sub(1) as u64);
+    if let Some(limit) = phase_limit_units(def) {
+        let limit_ms = (limit * rec.unit_ms as f64).round() as u64;
+        if needed_ms >= limit_ms {
+            return Err(ResearchSpecError::StaggerBeyondLimit {
+                stage: discover,
+                streams: def.fan_out,
+                stagger_ms,
+                needed_ms,
+                limit_ms,
+            });
+        }
+    }
     let stagger = ChronoDuration::from_std(settings.stagger).unwrap_or_default();
     let mut streams = BTreeMap::new();
     for (key, t) in rec.tasks.iter_mut().filter(|(_, t)| t.stage == discover) {
