@@ -203,6 +203,12 @@ async fn a_run_completes_with_staggered_streams_checkpoints_and_an_audit_trail()
     assert_eq!(code, 0);
     assert!(out.contains("phase COMPLETE"), "{out}");
     assert!(out.contains("gate DISCOVERING   pass"), "{out}");
+    let (code, out, err) = caucus(&stack, &["result", &id]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("# Research report: solid-state batteries"),
+        "{out}"
+    );
     let (code, _, err) = caucus(&stack, &["audit", "no-such-workflow"]);
     assert_eq!(code, 1);
     assert!(err.contains("no workflow `no-such-workflow`"), "{err}");
@@ -476,6 +482,65 @@ async fn a_write_outside_the_key_space_is_refused_and_audited() {
     let lines = audit_lines(&api, &id).await;
     assert!(
         has(&lines, "| stream-2 | write_refused | streams/stream-1/injected.md: outside the task's key space `streams/stream-2/`"),
+        "{lines:#?}"
+    );
+}
+
+/// DISCOVERING over its limit with three streams still running (an `exec:`
+/// agent that never answers for them): they are timed out and the gate
+/// decides with the two that finished, so the run goes on and completes.
+#[tokio::test(flavor = "multi_thread")]
+async fn discovery_over_its_limit_continues_with_the_finished_streams() {
+    let stack = Stack::start();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("discover.py");
+    std::fs::write(
+        &script,
+        r#"import json, sys, time
+t = json.load(sys.stdin)
+shard = t.get("shard") or 0
+if shard >= 2:
+    time.sleep(30)
+n = shard + 1
+domains = ["arxiv.org", "reuters.com", "who.int", "oecd.org", "nature.com", "ft.com"]
+print(json.dumps({"stream": n, "writes": [{"key": f"streams/stream-{n}/sources.md", "value": "x"}],
+    "sources": [{"id": f"s{n}-{i}", "url": f"https://{d}/{n}/{i}", "domain": d,
+                 "aspect": f"aspect {n}", "title": f"t{i}", "credibility": 80}
+                for i, d in enumerate(domains)]}))
+"#,
+    )
+    .unwrap();
+    let _c = coordinator(&stack, &[("CAUCUS_COORDINATOR_RESEARCH_STAGGER", "20ms")]);
+    let handler = format!("exec:python3 {}", script.display());
+    let _d = worker(&stack, "research_discovery", 5, &handler, &[]);
+    let _w = worker(
+        &stack,
+        "research_consolidation,research_validation,research_analysis,research_synthesis",
+        1,
+        "builtin",
+        &[],
+    );
+    let api = Api::connect(&stack).await;
+    // 10 units × 100 ms: DISCOVERING ends 1 s after submission.
+    let p = variant(
+        "dr-slow-streams",
+        &[("discover", json!({"phase_limit": 10, "timeout": 100}))],
+    );
+    let id = api.submit(&["slow streams"], p, 100).await.remove(0);
+    let w = finished(&api, &id).await;
+    assert_eq!(w["state"], "completed", "{w}");
+    let r = &w["research"];
+    for n in ["1", "2"] {
+        assert_eq!(r["streams"][n]["state"], "complete", "{r}");
+    }
+    for n in ["3", "4", "5"] {
+        assert_eq!(r["streams"][n]["state"], "timed_out", "{r}");
+        assert_eq!(r["streams"][n]["can_continue"], true);
+    }
+    assert_eq!(r["gates"]["DISCOVERING"]["verdict"], "pass_with_fallback");
+    let lines = audit_lines(&api, &id).await;
+    assert!(
+        has(&lines, "| stream-4 | stream_timed_out | still running when DISCOVERING reached its limit of 1000 ms"),
         "{lines:#?}"
     );
 }
