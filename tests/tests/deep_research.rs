@@ -544,3 +544,49 @@ print(json.dumps({"stream": n, "writes": [{"key": f"streams/stream-{n}/sources.m
         "{lines:#?}"
     );
 }
+
+/// The coordinator is killed mid-discovery; its successor carries the run
+/// on from the stored record: staggered streams still start, the audit
+/// trail keeps the first coordinator's entries, the run completes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restarted_coordinator_carries_the_run_on() {
+    let stack = Stack::start();
+    let env = [("CAUCUS_COORDINATOR_RESEARCH_STAGGER", "400ms")];
+    let mut c1 = coordinator(&stack, &env);
+    let _w = worker(&stack, ALL, 5, "builtin", &[]);
+    let api = Api::connect(&stack).await;
+    // One unit = 1 s: DISCOVERING may last 15 s, ample for a takeover.
+    let id = api
+        .submit(&["restart topic"], json!("deep-research"), 1000)
+        .await
+        .remove(0);
+    let ids = vec![id.clone()];
+    eventually("stream 1 to complete", Duration::from_secs(20), || async {
+        let w = api.status(&ids).await.pop()?;
+        (w["research"]["streams"]["1"]["state"] == "complete").then_some(())
+    })
+    .await;
+    c1.kill();
+    let _c2 = coordinator(&stack, &env);
+    let w = finished(&api, &id).await;
+    assert_eq!(w["state"], "completed", "{w}");
+    let created = time(&w["created_at"]);
+    let started = time(&w["tasks"]["discover#4"]["started_at"]);
+    assert!((started - created).num_milliseconds() >= 4 * 400);
+    let lines = audit_lines(&api, &id).await;
+    assert!(has(&lines, "| stream-1 | stream_complete |"), "{lines:#?}");
+    assert!(
+        has(
+            &lines,
+            "| coordinator | transition | SYNTHESIZING → COMPLETE"
+        ),
+        "{lines:#?}"
+    );
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains("| transition | INITIALIZING"))
+            .count(),
+        1
+    );
+}
