@@ -478,11 +478,21 @@ impl WorkflowRecord {
             .values()
             .filter(|s| matches!(s.state, StreamState::Complete))
             .count();
-        let summary = format!(
+        let mut summary = format!(
             "{id}: phase {}, {done}/{} streams complete",
             r.phase,
             r.streams.len()
         );
+        // The seed's checkpoint also "detects stuck agents": name them.
+        let stuck: Vec<&str> = self
+            .tasks
+            .iter()
+            .filter(|(_, t)| t.overdue && t.state == TaskRunState::Running)
+            .map(|(k, _)| k.as_str())
+            .collect();
+        if !stuck.is_empty() {
+            summary.push_str(&format!(", overdue: {}", stuck.join(", ")));
+        }
         r.audit(now, COORDINATOR, "checkpoint", summary);
     }
 }

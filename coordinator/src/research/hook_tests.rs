@@ -501,10 +501,20 @@ fn checkpoints_are_due_every_interval() {
     assert!(r.research_checkpoint_due(ms(360), every));
     let res = r.research.as_ref().unwrap();
     assert_eq!(res.checkpoints, 1);
-    assert!(res
-        .audit
-        .last()
-        .unwrap()
-        .result
-        .starts_with("w.r1: phase DISCOVERING, 0/5 streams complete"));
+    let last = &res.audit.last().unwrap().result;
+    assert_eq!(last, "w.r1: phase DISCOVERING, 0/5 streams complete");
+    // A stuck stream is named at the next checkpoint.
+    r.dispatch("discover#0", ms(200));
+    let s = ev(&r, "discover#0", TaskStatus::Started, None, ms(200));
+    r.apply_event(&s, ms(200));
+    assert_eq!(
+        r.flag_overdue(ms(2000), 1.5),
+        vec!["discover#0".to_string()]
+    );
+    r.research_checkpointed("w.r2", ms(360));
+    let last = &r.research.as_ref().unwrap().audit.last().unwrap().result;
+    assert_eq!(
+        last,
+        "w.r2: phase DISCOVERING, 0/5 streams complete, overdue: discover#0"
+    );
 }
