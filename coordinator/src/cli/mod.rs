@@ -3,7 +3,9 @@
 
 mod audit;
 mod client;
+mod debates;
 mod demo;
+mod gate;
 mod pause;
 mod plan;
 mod render;
@@ -72,6 +74,10 @@ pub enum Command {
         /// Follow progress until every workflow finishes.
         #[arg(long, short = 'w')]
         watch: bool,
+        /// Human gates approve themselves whenever nothing needs review
+        /// (no provisional decision of the workflow awaits review).
+        #[arg(long)]
+        auto_approve_gates: bool,
     },
     /// Workflow status.
     Status {
@@ -135,6 +141,19 @@ pub enum Command {
     /// Run a coordination pattern (parallel, pipeline, debate,
     /// hierarchical, consensus, peer_review) over agent workers.
     Run(run::RunArgs),
+    /// Human gates: list, show the decision package, approve / reject /
+    /// send back, review provisional decisions.
+    #[command(subcommand)]
+    Gate(gate::GateCommand),
+    /// Debates (queue order) and each expert's load, e.g. "alice 2/3".
+    Debates(debates::ListArgs),
+    /// One debate in full (history, evidence, assessment, resolution).
+    Debate {
+        /// The debate id.
+        debate_id: String,
+    },
+    /// A level-3 expert decision on a debate.
+    Decide(debates::DecideArgs),
     /// Plan, run a batch, scale valuation, and compare.
     Demo {
         /// How many tickers in each batch.
@@ -170,7 +189,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             pipeline,
             time_unit_ms,
             watch,
-        } => submit::run(&client, items, &pipeline, time_unit_ms, watch, cli.json).await,
+            auto_approve_gates,
+        } => {
+            submit::run(
+                &client,
+                items,
+                &pipeline,
+                submit::Options {
+                    time_unit_ms,
+                    watch,
+                    auto_approve_gates,
+                },
+                cli.json,
+            )
+            .await
+        }
+        Command::Gate(cmd) => gate::run(&client, cmd, cli.json).await,
+        Command::Debates(a) => debates::list(&client, a, cli.json).await,
+        Command::Debate { debate_id } => debates::show(&client, &debate_id).await,
+        Command::Decide(a) => debates::decide(&client, a, cli.json).await,
         Command::Status { ids, state, tasks } => {
             submit::status(&client, ids, state, tasks, cli.json).await
         }

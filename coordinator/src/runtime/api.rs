@@ -30,6 +30,9 @@ struct SubmitRequest {
     /// Wall time of one time unit for these workflows (default: config).
     #[serde(default)]
     time_unit_ms: Option<u64>,
+    /// Human gates approve themselves when nothing needs review.
+    #[serde(default)]
+    auto_approve_gates: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -96,6 +99,7 @@ pub async fn submit(
                 unit_ms,
                 now,
             );
+            rec.auto_approve_gates = req.auto_approve_gates;
             crate::research::attach(&mut rec, spec.timeout, &research, now)
                 .map_err(|e| ApiError::new("invalid_pipeline", e.to_string()))?;
             Ok(rec)
@@ -206,6 +210,19 @@ pub fn workflow_json(r: &WorkflowRecord, with_tasks: bool) -> Value {
     if let Some(research) = &r.research {
         m.insert("research".into(), research.status_json());
     }
+    let open = r.open_gate_keys();
+    if !open.is_empty() {
+        m.insert("open_gates".into(), json!(open));
+    }
+    if !r.resolved_assumptions.is_empty() {
+        m.insert("resolved_assumptions".into(), json!(r.resolved_assumptions));
+    }
+    if !r.reruns.is_empty() {
+        m.insert("reruns".into(), json!(r.reruns));
+    }
+    if r.auto_approve_gates {
+        m.insert("auto_approve_gates".into(), json!(true));
+    }
     if with_tasks {
         let tasks: BTreeMap<&String, Value> = r
             .tasks
@@ -224,6 +241,8 @@ pub fn workflow_json(r: &WorkflowRecord, with_tasks: bool) -> Value {
                         "overdue": t.overdue,
                         "error": t.error,
                         "output": t.output,
+                        "gate": t.gate,
+                        "previous_output": t.previous_output,
                     }),
                 )
             })

@@ -4,13 +4,18 @@
 //! turns the returned effects into NATS publishes.
 
 mod build;
+mod gate;
 mod pause;
 mod record;
 mod resume;
 mod tiers;
 mod transitions;
 
-pub use build::{instantiate, StageDef, StageRetry};
+pub use build::{instantiate, StageDef, StageKind, StageRetry};
+pub use gate::{
+    GateAction, GateDecision, GateError, GateNotice, GateOutcome, GateRequest, GateState,
+    GateTimers, RerunOutcome, RerunRecord, RerunRequest, GATE_AGENT,
+};
 pub use pause::{IllegalTransition, PauseInfo, PauseOutcome, PauseSpec};
 pub use record::{
     TaskRecord, TaskRunState, WorkflowRecord, WorkflowState, WORKFLOW_SCHEMA_VERSION,
@@ -22,5 +27,7 @@ pub use resume::{
 pub use tiers::{Classification, FailureFacts, Tier, TierRules};
 pub use transitions::{EventOutcome, RetryDecision};
 
+#[cfg(test)]
+mod gate_tests;
 #[cfg(test)]
 mod pause_tests;

@@ -141,6 +141,19 @@ impl WorkflowRecord {
             };
             out.insert(dep.clone(), v);
         }
+        // Settled assumptions (debates, gate overrides) win over what the
+        // task's own analysis would assume.
+        if !self.resolved_assumptions.is_empty() {
+            out.insert(
+                "resolved_assumptions".to_string(),
+                Value::Object(
+                    self.resolved_assumptions
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                ),
+            );
+        }
         out
     }
 
@@ -235,16 +248,7 @@ impl WorkflowRecord {
                         };
                     }
                 }
-                let newly_ready = self.promote_waiting();
-                let workflow_completed = self.research.is_none()
-                    && self
-                        .tasks
-                        .values()
-                        .all(|t| t.state == TaskRunState::Completed);
-                if workflow_completed {
-                    self.state = WorkflowState::Completed;
-                    self.finished_at = Some(now);
-                }
+                let (newly_ready, workflow_completed) = self.after_completion(now);
                 EventOutcome::Completed {
                     newly_ready,
                     workflow_completed,
@@ -333,7 +337,7 @@ impl WorkflowRecord {
         let promote: Vec<String> = self
             .tasks
             .iter()
-            .filter(|(_, t)| t.state == TaskRunState::Waiting)
+            .filter(|(_, t)| t.state == TaskRunState::Waiting && !t.held)
             .filter(|(_, t)| {
                 self.stage(&t.stage)
                     .is_some_and(|s| s.depends_on.iter().all(|d| done(self, d)))
@@ -394,6 +398,7 @@ mod tests {
             },
             fan_out: 1,
             params: Value::Null,
+            kind: Default::default(),
         }
     }
 
