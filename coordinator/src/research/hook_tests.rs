@@ -171,6 +171,13 @@ fn attach_staggers_streams_and_checks_the_phases() {
         "stage `analyze` (ANALYZING) must depend on `validate`, the stage of the phase before it"
     );
     let mut st = stages();
+    st[4].kind = crate::pipeline::StageKind::Gate;
+    let mut r = instantiate("w".into(), "t".into(), "p".into(), st, 1, t0());
+    assert_eq!(
+        attach(&mut r, None, &settings(), t0()).unwrap_err(),
+        ResearchSpecError::GateInResearch("synthesize".into())
+    );
+    let mut st = stages();
     st.remove(4);
     let mut r = instantiate("w".into(), "t".into(), "p".into(), st, 1, t0());
     assert_eq!(

@@ -27,6 +27,9 @@ pub enum ResearchSpecError {
     /// A stage of a research pipeline without a phase.
     #[error("stage `{0}` has no `phase` parameter; every stage of a research pipeline needs one")]
     NoPhase(String),
+    /// Human gates do not mix with research phases (yet).
+    #[error("stage `{0}` is a human gate; research pipelines cannot contain gates yet (their phase time limits would run while a person decides)")]
+    GateInResearch(String),
     /// Two stages claim one phase.
     #[error("phase {phase} is run by both `{first}` and `{second}`")]
     DuplicatePhase {
@@ -141,6 +144,9 @@ pub fn attach(
     }
     let mut phase_stages: BTreeMap<Phase, String> = BTreeMap::new();
     for s in &rec.stages {
+        if s.is_gate() {
+            return Err(ResearchSpecError::GateInResearch(s.name.clone()));
+        }
         let Some(p) = phase_param(s) else {
             return Err(ResearchSpecError::NoPhase(s.name.clone()));
         };
