@@ -590,3 +590,74 @@ async fn a_restarted_coordinator_carries_the_run_on() {
         1
     );
 }
+
+/// Discovery by the Python example agent (`deploy/examples/research_discovery.py`
+/// through the `exec:` handler) over a catalogue; the rest built-in.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_exec_discovery_agent_drives_a_complete_run() {
+    let stack = Stack::start();
+    let dir = tempfile::tempdir().unwrap();
+    let aspects = [
+        "background",
+        "recent developments",
+        "quantitative evidence",
+        "expert opinion",
+        "counterarguments",
+    ];
+    let domains = [
+        "arxiv.org",
+        "reuters.com",
+        "who.int",
+        "oecd.org",
+        "nature.com",
+        "ft.com",
+    ];
+    let mut catalogue = Vec::new();
+    for (a, aspect) in aspects.iter().enumerate() {
+        for (d, domain) in domains.iter().enumerate() {
+            catalogue.push(json!({
+                "title": format!("{aspect} {d}"),
+                "url": format!("https://{domain}/heat-pumps/{a}/{d}"),
+                "aspects": [aspect],
+                "topics": ["heat pumps"],
+                "credibility": 70 + d,
+            }));
+        }
+    }
+    // One entry on another topic, which must not be picked.
+    catalogue.push(json!({"title": "x", "url": "https://x.org/1", "aspects": ["background"], "topics": ["tides"]}));
+    let cat = dir.path().join("catalogue.json");
+    std::fs::write(&cat, serde_json::to_vec(&catalogue).unwrap()).unwrap();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/examples/research_discovery.py");
+    let handler = format!("exec:python3 {} {}", script.display(), cat.display());
+    let _c = coordinator(&stack, &[("CAUCUS_COORDINATOR_RESEARCH_STAGGER", "20ms")]);
+    let _d = worker(&stack, "research_discovery", 5, &handler, &[]);
+    let _w = worker(
+        &stack,
+        "research_consolidation,research_validation,research_analysis,research_synthesis",
+        1,
+        "builtin",
+        &[],
+    );
+    let api = Api::connect(&stack).await;
+    let id = api
+        .submit(&["heat pumps"], json!("deep-research"), 100)
+        .await
+        .remove(0);
+    let w = finished(&api, &id).await;
+    assert_eq!(w["state"], "completed", "{w}");
+    let r = &w["research"];
+    for n in 1..=5 {
+        assert_eq!(r["streams"][n.to_string()]["sources"], 6, "{r}");
+    }
+    let s4 = stored(
+        &api,
+        "research",
+        &format!("{id}/streams/stream-4/sources.md"),
+    )
+    .await
+    .expect("stream 4 listing");
+    assert!(s4.starts_with("# Stream 4: expert opinion"), "{s4}");
+    assert_eq!(r["refused_count"], 0);
+}
