@@ -171,6 +171,13 @@ fn attach_staggers_streams_and_checks_the_phases() {
         "stage `analyze` (ANALYZING) must depend on `validate`, the stage of the phase before it"
     );
     let mut st = stages();
+    st[0].fan_out = 1;
+    let mut r = instantiate("w".into(), "t".into(), "p".into(), st, 1, t0());
+    let e = attach(&mut r, None, &settings(), t0())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "stage `discover`: 1 streams can never give the 2 successful streams `min_successful_streams` asks for");
+    let mut st = stages();
     st[4].kind = crate::pipeline::StageKind::Gate;
     let mut r = instantiate("w".into(), "t".into(), "p".into(), st, 1, t0());
     assert_eq!(

@@ -169,6 +169,17 @@ pub fn attach(
         Gate::from_params(phase, &s.name, &s.params)?;
         check_params(s)?;
         if phase == Phase::Discovering {
+            if let Ok(Gate::Discovery(g)) = Gate::from_params(phase, &s.name, &s.params) {
+                if s.fan_out < g.min_successful_streams {
+                    return Err(ResearchSpecError::BadParam {
+                        stage: s.name.clone(),
+                        problem: format!(
+                            "{} streams can never give the {} successful streams `min_successful_streams` asks for",
+                            s.fan_out, g.min_successful_streams
+                        ),
+                    });
+                }
+            }
             if s.fan_out > settings.max_streams {
                 return Err(ResearchSpecError::TooManyStreams {
                     stage: s.name.clone(),
