@@ -532,3 +532,43 @@ fn checkpoints_are_due_every_interval() {
         "w.r2: phase DISCOVERING, 0/5 streams complete, overdue: discover#0"
     );
 }
+
+#[test]
+fn the_engine_staggers_streams_and_queues_what_an_isolated_failure_made_ready() {
+    let mut engine = crate::engine::Engine::new();
+    let r = record();
+    engine.insert(r.clone());
+    let cap = |_: &str| 5;
+    let (d, _) = engine.next_dispatches(ms(0), cap);
+    assert_eq!(
+        d.len(),
+        1,
+        "stream 1 only: the others wait for their stagger"
+    );
+    let (d, _) = engine.next_dispatches(ms(80), cap);
+    assert_eq!(d.len(), 4);
+    for i in 0..4u32 {
+        let key = format!("discover#{i}");
+        let rec = engine.get("w").unwrap();
+        let done = ev(
+            rec,
+            &key,
+            TaskStatus::Completed,
+            Some(sources(i + 1, 5)),
+            ms(100),
+        );
+        engine.apply_event(&done, ms(100));
+    }
+    let rec = engine.get("w").unwrap();
+    let failed = ev(rec, "discover#4", TaskStatus::Failed, None, ms(120));
+    let o = engine.apply_event(&failed, ms(120));
+    assert!(matches!(
+        o,
+        Some(EventOutcome::Failed(RetryDecision::Isolated { .. }))
+    ));
+    assert_eq!(engine.load(ms(120))["research_discovery"].in_flight, 0);
+    let (d, _) = engine.next_dispatches(ms(120), cap);
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].stage, "consolidate");
+    assert!(d[0].inputs["discover"][4].is_null());
+}
