@@ -138,7 +138,11 @@ async fn a_run_completes_with_staggered_streams_checkpoints_and_an_audit_trail()
     assert_eq!(r["phase"], "COMPLETE");
     for (n, s) in r["streams"].as_object().unwrap() {
         assert_eq!(s["state"], "complete", "stream {n}: {s}");
-        assert!(s["sources"].as_u64().unwrap() >= 5);
+        let found = s["sources"].as_u64().unwrap();
+        assert!(found >= 5);
+        // Completion signal: the agent's items done/total; ETA from the start.
+        assert_eq!(s["progress"], format!("{found}/{found} items"));
+        assert!(time(&s["eta"]) > time(&s["started_at"]));
     }
     for p in [
         "DISCOVERING",

@@ -76,6 +76,12 @@ pub fn research_lines(w: &Value) -> Vec<String> {
             s["state"].as_str().unwrap_or("?"),
             s["sources"]
         );
+        if let Some(p) = s["progress"].as_str() {
+            l.push_str(&format!("  progress {p}"));
+        }
+        if let (Some(eta), "running") = (s["eta"].as_str(), s["state"].as_str().unwrap_or("")) {
+            l.push_str(&format!("  eta {eta}"));
+        }
         if let Some(e) = s["error"].as_str() {
             l.push_str(&format!("  ({e})"));
         }

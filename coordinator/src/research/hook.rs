@@ -63,6 +63,12 @@ impl WorkflowRecord {
             return;
         };
         let agent = self.research_agent(key);
+        let expected_ms = self
+            .tasks
+            .get(key)
+            .and_then(|t| self.stages.iter().find(|s| s.name == t.stage))
+            .map(|s| (s.expected * self.unit_ms as f64).round() as i64)
+            .unwrap_or(0);
         let Some(r) = self.research.as_mut() else {
             return;
         };
@@ -72,6 +78,9 @@ impl WorkflowRecord {
                 if s.state == StreamState::Pending {
                     s.state = StreamState::Running;
                     s.started_at = ev.started_at.or(Some(ev.at));
+                    s.eta = s
+                        .started_at
+                        .map(|t| t + ChronoDuration::milliseconds(expected_ms));
                 }
                 if let Some(m) = &ev.message {
                     s.progress = Some(m.clone());
@@ -111,6 +120,11 @@ impl WorkflowRecord {
         let mut output = t.output.take().unwrap_or(Value::Null);
         let (accepted, refused) = split_writes(key, &mut output, space.as_deref());
         let sources = source_domains(&output).len() as u32;
+        let items = &output["progress"];
+        let progress = items["items_done"]
+            .as_u64()
+            .zip(items["items_total"].as_u64())
+            .map(|(d, n)| format!("{d}/{n} items"));
         t.output = Some(output);
         let gate_min = self.discovery_min_sources();
         let Some(r) = self.research.as_mut() else {
@@ -130,6 +144,7 @@ impl WorkflowRecord {
             if let Some(s) = r.streams.get_mut(&(shard.unwrap_or(0) + 1)) {
                 s.sources = sources;
                 s.finished_at = Some(now);
+                s.progress = progress.or(s.progress.take());
                 s.keys = keys.clone();
                 s.state = if sources >= gate_min {
                     StreamState::Complete

@@ -240,6 +240,8 @@ fn a_run_completes_phase_by_phase_with_an_audit_trail() {
         .streams
         .values()
         .all(|s| s.state == StreamState::Complete && s.sources == 5));
+    // ETA: start + the stage's expected 10 units × 100 ms.
+    assert_eq!(res.streams[&2].eta, Some(ms(120 + 1000)));
     finish(
         &mut r,
         "consolidate",

@@ -249,6 +249,7 @@ pub fn attach(
                 started_at: None,
                 finished_at: None,
                 progress: None,
+                eta: None,
                 error: None,
                 can_continue: None,
                 needs_intervention: false,

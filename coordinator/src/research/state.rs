@@ -81,9 +81,13 @@ pub struct StreamStatus {
     /// When it finished, failed or was timed out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<DateTime<Utc>>,
-    /// The last progress message.
+    /// The last progress message (a `progress` event's text, or the
+    /// agent's `progress: {items_done, items_total}` when it finished).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<String>,
+    /// When it should finish: start + the stage's expected duration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta: Option<DateTime<Utc>>,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
