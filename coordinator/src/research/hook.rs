@@ -375,7 +375,9 @@ impl WorkflowRecord {
             return None;
         }
         let ms = |x: u64| ChronoDuration::milliseconds(x.min(i64::MAX as u64) as i64);
-        let total = r.total_limit_ms.map(|l| self.created_at + ms(l));
+        let total = r
+            .total_limit_ms
+            .map(|l| self.created_at + ms(l.saturating_add(r.paused_ms)));
         let phase = r
             .phase_stages
             .get(&r.phase)
@@ -463,6 +465,62 @@ impl WorkflowRecord {
             self.promote_waiting();
         }
         true
+    }
+
+    /// A pause was requested (by a person, a failure tier, a batch or the
+    /// correlator): audited, as the seed audits every intervention.
+    pub(crate) fn research_on_pause(&mut self, who: &str, reason: &str, now: DateTime<Utc>) {
+        if let Some(r) = self.research.as_mut() {
+            let phase = r.phase;
+            r.audit(now, who, "pause_requested", format!("in {phase}: {reason}"));
+        }
+    }
+
+    /// The run resumed after a pause requested at `paused_since`: the time
+    /// limits get the paused time back, and the resume is audited.
+    pub(crate) fn research_on_resume(
+        &mut self,
+        paused_since: Option<DateTime<Utc>>,
+        renewed: &[String],
+        now: DateTime<Utc>,
+    ) {
+        let Some(r) = self.research.as_mut() else {
+            return;
+        };
+        if let Some(since) = paused_since {
+            let paused = (now - since).num_milliseconds().max(0);
+            r.paused_ms = r.paused_ms.saturating_add(paused as u64);
+            // The phase may have begun during the pause (a gate passed
+            // while in-flight tasks finished): give back only its part.
+            let phase_part = (now - since.max(r.phase_started_at)).max(ChronoDuration::zero());
+            r.phase_started_at += phase_part;
+        }
+        let phase = r.phase;
+        let result = if renewed.is_empty() {
+            format!("in {phase}; nothing restarted")
+        } else {
+            format!("in {phase}; restarted {}", renewed.join(", "))
+        };
+        r.audit(now, "api", "resumed", result);
+    }
+
+    /// A computed resume plan never restarts a discovery stream the gate
+    /// already decided without (seed: failed streams are not retried).
+    pub(crate) fn research_adjust_plan(&self, plan: &mut caucus_shared::messages::ResumePlan) {
+        let Some(r) = self.research.as_ref() else {
+            return;
+        };
+        let (decided, restart): (Vec<String>, Vec<String>) = std::mem::take(&mut plan.restart)
+            .into_iter()
+            .partition(|k| {
+                self.tasks.get(k).is_some_and(|t| {
+                    t.state == TaskRunState::Failed
+                        && r.passed.contains(&t.stage)
+                        && r.phase_of(&t.stage) == Some(Phase::Discovering)
+                })
+            });
+        plan.restart = restart;
+        plan.skip.extend(decided);
     }
 
     /// Whether a periodic checkpoint is due (every `interval` while running).

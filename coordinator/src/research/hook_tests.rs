@@ -574,3 +574,35 @@ fn the_engine_staggers_streams_and_queues_what_an_isolated_failure_made_ready() 
     assert_eq!(d[0].stage, "consolidate");
     assert!(d[0].inputs["discover"][4].is_null());
 }
+
+#[test]
+fn a_pause_is_audited_stops_the_clocks_and_never_retries_a_decided_stream() {
+    use crate::workflow::{InFlightPolicy, PauseSpec};
+    let mut r = record();
+    for i in [0u32, 1, 3, 4] {
+        finish(&mut r, &format!("discover#{i}"), sources(i + 1, 5), ms(100));
+    }
+    fail_stream(&mut r, "discover#2", ms(100));
+    assert_eq!(phase(&r), Phase::Consolidating);
+    let spec = PauseSpec {
+        reason: "vendor maintenance".into(),
+        trigger_source: "api".into(),
+        ..PauseSpec::default()
+    };
+    r.request_pause(spec, ms(200)).unwrap();
+    assert_eq!(r.state, WorkflowState::Paused);
+    assert!(!r.research_due(ms(60_000)), "no limit runs while paused");
+    let plan = r.resume_plan(InFlightPolicy::Wait, ms(10_200));
+    assert!(!plan.restart.contains(&"discover#2".to_string()), "{plan:?}");
+    assert!(plan.skip.contains(&"discover#2".to_string()));
+    r.resume(&plan, ms(10_200)).unwrap();
+    assert_eq!(r.tasks["discover#2"].state, TaskRunState::Failed);
+    let res = r.research.as_ref().unwrap();
+    assert_eq!(res.paused_ms, 10_000);
+    // CONSOLIDATING began at 100 ms; 10 s paused; limit 5 units = 500 ms.
+    assert!(!r.research_due(ms(10_600)));
+    assert!(r.research_due(ms(10_601)));
+    let a = actions(&r);
+    assert!(a.contains(&"api pause_requested".to_string()), "{a:?}");
+    assert!(a.contains(&"api resumed".to_string()), "{a:?}");
+}

@@ -271,6 +271,7 @@ pub fn attach(
         pending_writes: Vec::new(),
         stored_keys: 0,
         alert: None,
+        paused_ms: 0,
         checkpoints: 0,
         last_checkpoint_at: None,
         audit: Vec::new(),

@@ -153,6 +153,9 @@ pub struct ResearchState {
     /// Alert card for a failed or escalated run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alert: Option<ResearchAlert>,
+    /// Time spent paused (ms); the time limits do not count it.
+    #[serde(default)]
+    pub paused_ms: u64,
     /// Progress checkpoints stored.
     #[serde(default)]
     pub checkpoints: u32,

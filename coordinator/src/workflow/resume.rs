@@ -264,7 +264,9 @@ impl WorkflowRecord {
     /// The plan a resume would follow now (the stored checkpoint plus any
     /// late results recorded since).
     pub fn resume_plan(&self, policy: InFlightPolicy, now: DateTime<Utc>) -> ResumePlan {
-        resolve(&Checkpoint::of(self, now), policy)
+        let mut plan = resolve(&Checkpoint::of(self, now), policy);
+        self.research_adjust_plan(&mut plan);
+        plan
     }
 
     /// PAUSED → RESUMING → RUNNING following `plan`: failed and restarted
@@ -293,6 +295,7 @@ impl WorkflowRecord {
                 "task `{k}` completed; a resume never re-runs a completed task"
             )));
         }
+        let paused_since = self.pause.as_ref().map(|p| p.requested_at);
         self.state = WorkflowState::Resuming;
         let mut renewed = Vec::new();
         for k in &plan.restart {
@@ -323,6 +326,7 @@ impl WorkflowRecord {
         self.failure = None;
         self.state = WorkflowState::Running;
         self.updated_at = now;
+        self.research_on_resume(paused_since, &renewed, now);
         Ok(renewed)
     }
 }
