@@ -427,7 +427,9 @@ impl WorkflowRecord {
             );
             return true;
         }
-        let stage = r.phase_stages[&Phase::Discovering].clone();
+        let Some(stage) = r.phase_stages.get(&Phase::Discovering).cloned() else {
+            return false;
+        };
         let open: Vec<String> = self
             .tasks
             .iter()

@@ -92,7 +92,9 @@ impl ResearchRuntime {
                 }
             }
             if let Some(a) = alert {
-                let rec = engine.get(id).expect("held");
+                let Some(rec) = engine.get(id) else {
+                    continue;
+                };
                 if self.publish_alert(rec, &a).await {
                     if let Some(r) = engine.get_mut(id).and_then(|r| r.research.as_mut()) {
                         if let Some(a) = r.alert.as_mut() {
