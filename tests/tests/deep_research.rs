@@ -691,3 +691,47 @@ async fn an_exec_discovery_agent_drives_a_complete_run() {
     assert!(s4.starts_with("# Stream 4: expert opinion"), "{s4}");
     assert_eq!(r["refused_count"], 0);
 }
+
+/// An agent raises the seed's `NeedsIntervention` signal: the run pauses
+/// with a checkpoint and the tier-3 critical card; a person resumes it and
+/// it completes.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_asking_for_a_person_pauses_until_resumed() {
+    let stack = Stack::start();
+    let (_c, _w) = start(&stack);
+    let api = Api::connect(&stack).await;
+    let p = variant(
+        "dr-intervene",
+        &[("discover", json!({"intervention_streams": [2]}))],
+    );
+    let id = api.submit(&["gene drives"], p, 100).await.remove(0);
+    let w = common::wait_state(&api, &id, "paused").await;
+    assert_eq!(w["pause"]["trigger_source"], "research_agent", "{w}");
+    assert_eq!(w["pause"]["escalated"], true);
+    let card = eventually("the escalation card", Duration::from_secs(20), || async {
+        let a = stream_messages(&api.nats, "CAUCUS_EVENTS", "caucus.alerts.critical").await;
+        a.into_iter().find(|a| {
+            a.body["content"]["workflow_id"] == id.as_str()
+                && a.body["content"]["event_type"] == "workflow_escalated"
+        })
+    })
+    .await;
+    assert!(card.body["content"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("stream-2 asks for a person"));
+    // Checkpointed like every pause; the person resumes.
+    common::call(&api, "resume", json!({"workflow_id": id}))
+        .await
+        .expect("resume");
+    let w = finished(&api, &id).await;
+    assert_eq!(w["state"], "completed", "{w}");
+    let lines = audit_lines(&api, &id).await;
+    for needle in [
+        "| stream-2 | intervention_requested | stream 2: sources raise an ethical concern",
+        "| research_agent | pause_requested | in DISCOVERING",
+        "| api | resumed | in ",
+    ] {
+        assert!(has(&lines, needle), "{needle} missing from {lines:#?}");
+    }
+}

@@ -18,7 +18,7 @@ use super::isolation::{key_space, split_writes};
 use super::spec::phase_limit_units;
 use super::state::{ResearchAlert, StreamState};
 use super::Phase;
-use crate::workflow::{TaskRunState, WorkflowRecord, WorkflowState};
+use crate::workflow::{PauseSpec, TaskRunState, Tier, WorkflowRecord, WorkflowState};
 
 const COORDINATOR: &str = "coordinator";
 
@@ -120,6 +120,12 @@ impl WorkflowRecord {
         let mut output = t.output.take().unwrap_or(Value::Null);
         let (accepted, refused) = split_writes(key, &mut output, space.as_deref());
         let sources = source_domains(&output).len() as u32;
+        let intervention = (output["needs_intervention"] == Value::Bool(true)).then(|| {
+            output["intervention_reason"]
+                .as_str()
+                .unwrap_or("no reason given")
+                .to_string()
+        });
         let items = &output["progress"];
         let progress = items["items_done"]
             .as_u64()
@@ -167,6 +173,21 @@ impl WorkflowRecord {
             );
         }
         r.pending_writes.extend(accepted);
+        if let Some(why) = intervention {
+            // The seed's error signal `NeedsIntervention` (and its automatic
+            // escalations such as ethical concerns) from the agent itself:
+            // the tier-3 path, i.e. a paused run, a checkpoint and a
+            // critical alert card; a person resumes it.
+            r.audit(now, &agent, "intervention_requested", why.clone());
+            let spec = PauseSpec {
+                reason: format!("{agent} asks for a person: {why}"),
+                trigger_source: "research_agent".into(),
+                tier: Some(Tier::Escalate),
+                ..PauseSpec::default()
+            };
+            // Cannot fail: a task just completed, so the run is not finished.
+            let _ = self.request_pause(spec, now);
+        }
         self.research_maybe_gate(phase, now);
     }
 

@@ -593,7 +593,10 @@ fn a_pause_is_audited_stops_the_clocks_and_never_retries_a_decided_stream() {
     assert_eq!(r.state, WorkflowState::Paused);
     assert!(!r.research_due(ms(60_000)), "no limit runs while paused");
     let plan = r.resume_plan(InFlightPolicy::Wait, ms(10_200));
-    assert!(!plan.restart.contains(&"discover#2".to_string()), "{plan:?}");
+    assert!(
+        !plan.restart.contains(&"discover#2".to_string()),
+        "{plan:?}"
+    );
     assert!(plan.skip.contains(&"discover#2".to_string()));
     r.resume(&plan, ms(10_200)).unwrap();
     assert_eq!(r.tasks["discover#2"].state, TaskRunState::Failed);
@@ -605,4 +608,43 @@ fn a_pause_is_audited_stops_the_clocks_and_never_retries_a_decided_stream() {
     let a = actions(&r);
     assert!(a.contains(&"api pause_requested".to_string()), "{a:?}");
     assert!(a.contains(&"api resumed".to_string()), "{a:?}");
+}
+
+#[test]
+fn an_agent_asking_for_a_person_pauses_the_run_at_tier_three() {
+    use crate::workflow::InFlightPolicy;
+    let mut r = record();
+    let mut out = sources(2, 5);
+    out["needs_intervention"] = json!(true);
+    out["intervention_reason"] = json!("ethical concern");
+    finish(&mut r, "discover#1", out, ms(100));
+    assert_eq!(r.state, WorkflowState::Paused, "nothing else was in flight");
+    let p = r.pause.as_ref().unwrap();
+    assert!(p.escalated);
+    assert_eq!(p.trigger_source, "research_agent");
+    assert_eq!(p.reason, "stream-2 asks for a person: ethical concern");
+    assert_eq!(
+        r.research.as_ref().unwrap().streams[&2].state,
+        StreamState::Complete
+    );
+    let plan = r.resume_plan(InFlightPolicy::Wait, ms(5000));
+    r.resume(&plan, ms(5000)).unwrap();
+    for i in [0u32, 2, 3, 4] {
+        finish(
+            &mut r,
+            &format!("discover#{i}"),
+            sources(i + 1, 5),
+            ms(5100),
+        );
+    }
+    assert_eq!(phase(&r), Phase::Consolidating);
+    let a = actions(&r);
+    assert!(
+        a.contains(&"stream-2 intervention_requested".to_string()),
+        "{a:?}"
+    );
+    assert!(
+        a.contains(&"research_agent pause_requested".to_string()),
+        "{a:?}"
+    );
 }

@@ -141,7 +141,7 @@ pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
         ));
         writes.push(write("validation/validated.md".into(), "all valid".into()));
     }
-    Ok(json!({
+    let mut out = json!({
         "schema_version": OUTPUT_SCHEMA_VERSION,
         "agent_type": task.agent_type,
         "topic": topic,
@@ -151,5 +151,13 @@ pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
         "search_history": queries,
         "progress": {"items_done": count, "items_total": count},
         "writes": writes,
-    }))
+    });
+    if listed("intervention_streams") {
+        // The seed's error signal: the stream wants a person to look.
+        out["needs_intervention"] = json!(true);
+        out["intervention_reason"] = json!(format!(
+            "stream {stream}: sources raise an ethical concern (params.intervention_streams)"
+        ));
+    }
+    Ok(out)
 }

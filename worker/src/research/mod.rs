@@ -18,7 +18,8 @@
 //! coordinator stores them (and refuses anything outside).
 //!
 //! Test knobs (stage params): discovery `fail_streams`, `sources_per_stream`,
-//! `stream_sources`, `single_domain`, `rogue_streams`; validation
+//! `stream_sources`, `single_domain`, `rogue_streams`,
+//! `intervention_streams`; validation
 //! `validated_ratio`, `contradicted_ratio`; analysis `emit_patterns`,
 //! `emit_insights`, `omit_evidence`; synthesis `omit_sections`.
 
