@@ -403,7 +403,8 @@ async fn gates_just_below_and_above_their_thresholds() {
             edits.push(("discover", json!({"sources_per_stream": 5})));
         }
         let p = variant(&format!("dr-{name}"), &edits);
-        ids.push(api.submit(&[name], p, 100).await.remove(0));
+        // 200 ms units: eleven runs share one worker, keep the limits roomy.
+        ids.push(api.submit(&[name], p, 200).await.remove(0));
     }
     for (id, (name, _, _, want, phase)) in ids.iter().zip(&cases) {
         let w = finished(&api, id).await;
@@ -445,7 +446,8 @@ async fn a_phase_over_its_time_limit_fails_the_run() {
         w["failure"], "phase VALIDATING exceeded its time limit of 500 ms",
         "{w}"
     );
-    assert_eq!(w["tasks"]["validate"]["state"], "running");
+    let v = w["tasks"]["validate"]["state"].as_str().unwrap();
+    assert!(matches!(v, "dispatched" | "running"), "{v}");
     let lines = audit_lines(&api, &id).await;
     assert!(
         has(
@@ -551,10 +553,10 @@ print(json.dumps({"stream": n, "writes": [{"key": f"streams/stream-{n}/sources.m
         &[],
     );
     let api = Api::connect(&stack).await;
-    // 10 units × 100 ms: DISCOVERING ends 1 s after submission.
+    // 30 units × 100 ms: DISCOVERING ends 3 s after submission.
     let p = variant(
         "dr-slow-streams",
-        &[("discover", json!({"phase_limit": 10, "timeout": 100}))],
+        &[("discover", json!({"phase_limit": 30, "timeout": 100}))],
     );
     let id = api.submit(&["slow streams"], p, 100).await.remove(0);
     let w = finished(&api, &id).await;
@@ -570,7 +572,7 @@ print(json.dumps({"stream": n, "writes": [{"key": f"streams/stream-{n}/sources.m
     assert_eq!(r["gates"]["DISCOVERING"]["verdict"], "pass_with_fallback");
     let lines = audit_lines(&api, &id).await;
     assert!(
-        has(&lines, "| stream-4 | stream_timed_out | still running when DISCOVERING reached its limit of 1000 ms"),
+        has(&lines, "| stream-4 | stream_timed_out | still running when DISCOVERING reached its limit of 3000 ms"),
         "{lines:#?}"
     );
 }
