@@ -225,7 +225,8 @@ async fn review_gates(
                     )
                     .await;
                 if r.is_ok() {
-                    out.confirmed.push(format!("{} {id}", pkg["item"].as_str().unwrap_or("?")));
+                    out.confirmed
+                        .push(format!("{} {id}", pkg["item"].as_str().unwrap_or("?")));
                 }
             }
         }
@@ -253,8 +254,10 @@ async fn print_reviews(client: &Client, ids: &[String], reviewed: &Reviewed) {
         })
         .collect();
     if ours.is_empty() {
-        println!("
-no debates in this batch");
+        println!(
+            "
+no debates in this batch"
+        );
         return;
     }
     let mut by: std::collections::BTreeMap<String, usize> = Default::default();
@@ -277,9 +280,11 @@ no debates in this batch");
         println!("  expert load: {load}");
     }
     if let Some(p) = &reviewed.first_package {
-        println!("
+        println!(
+            "
 The first gate that needed a person (decision package):
-");
+"
+        );
         for line in p.lines() {
             println!("  {line}");
         }
