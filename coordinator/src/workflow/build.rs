@@ -173,5 +173,6 @@ pub fn instantiate(
         failure: None,
         pause: None,
         pause_count: 0,
+        level_review: None,
     }
 }

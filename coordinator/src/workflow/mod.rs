@@ -4,6 +4,8 @@
 //! turns the returned effects into NATS publishes.
 
 mod build;
+mod level_review;
+mod level_review_output;
 mod pause;
 mod record;
 mod resume;
@@ -11,6 +13,12 @@ mod tiers;
 mod transitions;
 
 pub use build::{instantiate, StageDef, StageRetry};
+pub use level_review::{
+    detect_conflicts, is_review_stage, modified_resources, needs_review, review_key, stage_levels,
+    Conflict, LevelContext, LevelOutcome, LevelReviewMode, LevelReviewPolicy, LevelReviewState,
+    TaskSummary,
+};
+pub use level_review_output::{normalise as normalise_review, LevelReview, ReviewedConflict};
 pub use pause::{IllegalTransition, PauseInfo, PauseOutcome, PauseSpec};
 pub use record::{
     TaskRecord, TaskRunState, WorkflowRecord, WorkflowState, WORKFLOW_SCHEMA_VERSION,
@@ -22,5 +30,7 @@ pub use resume::{
 pub use tiers::{Classification, FailureFacts, Tier, TierRules};
 pub use transitions::{EventOutcome, RetryDecision};
 
+#[cfg(test)]
+mod level_review_tests;
 #[cfg(test)]
 mod pause_tests;

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use caucus_shared::task::TaskError;
 
-use super::{PauseInfo, StageDef};
+use super::{LevelReviewState, PauseInfo, StageDef};
 
 /// Version of the stored record.
 pub const WORKFLOW_SCHEMA_VERSION: u32 = 1;
@@ -189,6 +189,10 @@ pub struct WorkflowRecord {
     /// Pauses so far (numbers checkpoints and alert ids).
     #[serde(default)]
     pub pause_count: u32,
+    /// The level review gate: settings and per-level outcomes (absent on
+    /// records from before reviews existed: no gate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level_review: Option<LevelReviewState>,
 }
 
 impl WorkflowRecord {

@@ -135,6 +135,9 @@ impl WorkflowRecord {
             };
             out.insert(dep.clone(), v);
         }
+        if let Some((k, v)) = self.level_review_input(&stage.name) {
+            out.insert(k.to_string(), v);
+        }
         out
     }
 
@@ -288,8 +291,12 @@ impl WorkflowRecord {
         }
     }
 
-    /// Waiting tasks whose dependencies all completed become ready.
+    /// Waiting tasks whose dependencies all completed (and, with level
+    /// reviews, whose earlier levels passed their review gate) become
+    /// ready; a completed level may first get its review task.
     pub(crate) fn promote_waiting(&mut self) -> Vec<String> {
+        let reviews = self.advance_level_reviews();
+        let levels = self.gate_levels();
         let done = |rec: &WorkflowRecord, stage: &str| {
             rec.tasks
                 .values()
@@ -303,6 +310,7 @@ impl WorkflowRecord {
             .filter(|(_, t)| {
                 self.stage(&t.stage)
                     .is_some_and(|s| s.depends_on.iter().all(|d| done(self, d)))
+                    && self.level_gate_open(&t.stage, &levels)
             })
             .map(|(k, _)| k.clone())
             .collect();
@@ -311,6 +319,8 @@ impl WorkflowRecord {
                 t.state = TaskRunState::Ready;
             }
         }
+        let mut promote = promote;
+        promote.extend(reviews);
         promote
     }
 
