@@ -1,5 +1,6 @@
 //! Plugs the built-in analysts into the handler: their findings become
-//! `finding` contents about the task's item.
+//! `finding` contents about the task's item. Level review tasks go to the
+//! built-in reviewer.
 
 use std::sync::Arc;
 
@@ -13,6 +14,9 @@ use crate::handler::{BuiltinFn, HandlerFinding, HandlerOutput};
 /// The built-in analysts over `data`.
 pub fn analysts_over(data: Arc<Dataset>) -> BuiltinFn {
     Arc::new(move |task: &TaskDispatch| {
+        if crate::reviewer::is_review_task(task) {
+            return crate::reviewer::review(task).map(HandlerOutput::plain);
+        }
         let out = analysts::run(&task.agent_type, task, &data)
             .map_err(|e| e.to_task_error(Some(data.origin())))?;
         let findings = out

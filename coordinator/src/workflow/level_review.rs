@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -106,6 +107,9 @@ pub struct TaskSummary {
     /// Its output's `summary`, cut to 500 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// When it finished (a reviewer may prefer the later change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<DateTime<Utc>>,
 }
 
 /// The mechanical context of a completed level.
@@ -288,6 +292,7 @@ impl WorkflowRecord {
                         .get("summary")
                         .and_then(Value::as_str)
                         .map(|s| s.chars().take(SUMMARY_KEEP).collect()),
+                    finished_at: t.finished_at,
                 }
             })
             .collect();

@@ -156,6 +156,7 @@ fn conflicts_need_two_tasks_on_one_resource() {
         agent_type: "dev".into(),
         modified_resources: r.iter().map(|s| s.to_string()).collect(),
         summary: None,
+        finished_at: None,
     };
     assert!(detect_conflicts(&[t("a", &["x"]), t("b", &["y"])]).is_empty());
     let c = detect_conflicts(&[t("b", &["x", "z"]), t("a", &["x"]), t("c#1", &["x", "z"])]);
