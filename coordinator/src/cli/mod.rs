@@ -3,6 +3,7 @@
 
 mod client;
 mod demo;
+mod level_review;
 mod pause;
 mod plan;
 mod render;
