@@ -256,6 +256,29 @@ async fn always_reviews_every_level() {
             dev_stage("c", &["b"], &[], 0),
         ]),
     );
+    // A bad mode and an undeclared review agent are refused at submit.
+    for (lr, needle) in [
+        (
+            json!({"mode": "sometimes"}),
+            "unknown variant `sometimes`, expected one of `conflicts`, `always`, `off`",
+        ),
+        (
+            json!({"mode": "always", "agent": "qa"}),
+            "review agent type `qa` has no entry in [capacities]",
+        ),
+        (
+            json!({"mode": "always"}),
+            "review agent type `reviewer` (coordinator.level_review_agent)",
+        ),
+    ] {
+        let mut bad = p.clone();
+        bad["level_review"] = lr;
+        let e = call(&rig.api, "submit", json!({"items": ["X"], "pipeline": bad}))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, "invalid_pipeline", "{e:?}");
+        assert!(e.message.contains(needle), "{}", e.message);
+    }
     p["capacities"]["qa"] = json!(1);
     p["level_review"] = json!({"mode": "always", "agent": "qa"});
     let ids = rig.api.submit(&["AL"], p, 100).await;

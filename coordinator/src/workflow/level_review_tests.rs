@@ -479,3 +479,53 @@ fn policy_resolution_prefers_the_pipeline() {
         "{e}"
     );
 }
+
+#[test]
+fn the_engine_queues_a_review_under_the_review_agent_within_its_capacity() {
+    use crate::engine::Engine;
+    let mut e = Engine::new();
+    let rec = record(LevelReviewMode::Conflicts);
+    let id = rec.workflow_id.clone();
+    e.insert(rec);
+    let cap = |dev: usize, reviewer: usize| {
+        move |a: &str| match a {
+            "dev" => dev,
+            "reviewer" => reviewer,
+            _ => 0,
+        }
+    };
+    let (d, _) = e.next_dispatches(Utc::now(), cap(2, 0));
+    assert_eq!(d.len(), 2, "a and b");
+    for key in ["a", "b"] {
+        let rec = e.get(&id).unwrap();
+        let ev = event(rec, key, TaskStatus::Completed, Some(modified(&["x"])));
+        e.apply_event(&ev, Utc::now()).unwrap();
+    }
+    let load = e.load(Utc::now());
+    assert_eq!(load["reviewer"].ready, 1, "{load:?}");
+    let (d, _) = e.next_dispatches(Utc::now(), cap(2, 0));
+    assert!(d.is_empty(), "no reviewer capacity, nothing dispatched");
+    let (d, _) = e.next_dispatches(Utc::now(), cap(2, 1));
+    assert_eq!(d.len(), 1);
+    assert_eq!(
+        (d[0].stage.as_str(), d[0].agent_type.as_str()),
+        ("review@level-0", "reviewer")
+    );
+    assert_eq!(e.load(Utc::now())["reviewer"].in_flight, 1);
+    let rec = e.get(&id).unwrap();
+    let ev = event(
+        rec,
+        "review@level-0",
+        TaskStatus::Completed,
+        Some(json!({})),
+    );
+    e.apply_event(&ev, Utc::now()).unwrap();
+    assert_eq!(e.load(Utc::now())["reviewer"].in_flight, 0);
+    let (d, _) = e.next_dispatches(Utc::now(), cap(2, 1));
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].stage, "c");
+    assert_eq!(
+        d[0].inputs["level_review"]["warnings_for_next_level"][0],
+        "unresolved conflict on `x` (modified by a, b): the review did not resolve it"
+    );
+}
