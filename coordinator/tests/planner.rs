@@ -91,7 +91,8 @@ fn stock_analysis_two_items_makespan_9_with_valuation_capacity_1() {
     assert_eq!(b.makespan_with_one_more_slot, 8.0);
     assert_eq!(b.gain, 1.0);
     assert_eq!(b.queueing_delay, 1.0);
-    assert_eq!(p.tasks.len(), 12);
+    // 7 per item: six agent stages and the review gate.
+    assert_eq!(p.tasks.len(), 14);
     // The seed's schedule: valuations run one after the other.
     assert_eq!(
         (
@@ -126,8 +127,19 @@ fn stock_analysis_two_items_makespan_9_with_valuation_capacity_1() {
             "financial",
             "strategy",
             "valuation",
+            "review",
             "report"
         ]
+    );
+    assert_eq!(
+        task(&p, "AAPL/review").start,
+        7.0,
+        "the gate opens after the valuation"
+    );
+    assert_eq!(
+        task(&p, "AAPL/review").end,
+        7.0,
+        "gates take no planned time"
     );
     assert_feasible(&p, &builtin("stock-analysis").unwrap());
 }
@@ -198,7 +210,7 @@ fn planning_errors_are_specific() {
     huge.stages[0].fan_out = Some(u32::MAX);
     let e = plan(&items(&["A", "B"]), &huge, &no_overrides()).unwrap_err();
     assert!(
-        matches!(e, PipelineError::TooLarge { what: "tasks", count, .. } if count == 2 * (u64::from(u32::MAX) + 5)),
+        matches!(e, PipelineError::TooLarge { what: "tasks", count, .. } if count == 2 * (u64::from(u32::MAX) + 6)),
         "{e}"
     );
     let mut dense = spec.clone();
@@ -216,11 +228,12 @@ fn planning_errors_are_specific() {
         "{e}"
     );
     let mut bad_dep = spec;
-    bad_dep.stages[5].depends_on = vec!["valuation".into(), "review".into()];
+    let report = bad_dep.stages.len() - 1;
+    bad_dep.stages[report].depends_on = vec!["valuation".into(), "approval".into()];
     let e = plan(&items(&["A"]), &bad_dep, &no_overrides()).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "stage `report` depends on unknown stage `review`"
+        "stage `report` depends on unknown stage `approval`"
     );
 }
 
@@ -465,7 +478,7 @@ fn gantt_for_two_items() {
     assert!(chart.contains("bottleneck: valuation (capacity 1): makespan 9 → 8 with one more slot"));
     // One row per task, grouped by item with a blank line between items.
     let rows: Vec<&str> = chart.lines().filter(|l| l.contains("/")).collect();
-    assert_eq!(rows.len(), 12);
+    assert_eq!(rows.len(), 14);
     // AAPL valuation occupies bar cells 30..35 of 45 (t = 6..7).
     let row = chart
         .lines()
@@ -483,7 +496,7 @@ fn gantt_truncates_large_plans() {
     let many: Vec<String> = (0..100).map(|i| format!("s{i}")).collect();
     let p = plan(&many, &spec, &no_overrides()).unwrap();
     let chart = gantt::render_with(&p, 60, 20);
-    assert!(chart.contains("… 580 more tasks"), "{chart}");
+    assert!(chart.contains("… 680 more tasks"), "{chart}");
     assert_eq!(chart.lines().filter(|l| l.starts_with('s')).count(), 20);
 }
 

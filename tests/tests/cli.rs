@@ -65,7 +65,15 @@ fn submit_watch_status_workers_and_result() {
     let _w = worker(&stack, agents, 2, "builtin", &[]);
     let (code, out, err) = caucus(
         &stack,
-        &["submit", "AAPL", "BRK.B", "--time-unit-ms", "10", "--watch"],
+        &[
+            "submit",
+            "AAPL",
+            "BRK.B",
+            "--time-unit-ms",
+            "10",
+            "--watch",
+            "--auto-approve-gates",
+        ],
     );
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(

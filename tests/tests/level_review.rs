@@ -402,6 +402,22 @@ async fn a_pending_review_survives_pause_resume_and_a_coordinator_restart() {
         .unwrap();
     assert_eq!(r["state"], "running", "{r}");
 
+    // The control API answers before the record is written: wait for KV
+    // to hold the resumed record before killing the coordinator.
+    let kv = async_nats::jetstream::new(rig.api.nats.clone())
+        .get_key_value("caucus_workflows")
+        .await
+        .expect("workflows bucket");
+    eventually(
+        "the resumed record in KV",
+        Duration::from_secs(20),
+        || async {
+            let raw = kv.get(&id).await.ok()??;
+            let stored: Value = serde_json::from_slice(&raw).ok()?;
+            (stored["state"] == "running").then_some(())
+        },
+    )
+    .await;
     rig.coordinator.kill();
     rig.coordinator = coordinator(&rig.stack, &[]);
     let w = rig.api.status(&ids).await.remove(0);

@@ -135,7 +135,8 @@ async fn batch(
         .call_ok(
             "coordinator",
             "submit",
-            json!({"items": tickers, "pipeline": "stock-analysis", "time_unit_ms": unit_ms}),
+            json!({"items": tickers, "pipeline": "stock-analysis", "time_unit_ms": unit_ms,
+                   "auto_approve_gates": true}),
         )
         .await?;
     let ids: Vec<String> = reply["workflow_ids"]

@@ -3,6 +3,7 @@
 
 mod client;
 mod demo;
+mod gate;
 mod level_review;
 mod pause;
 mod plan;
@@ -72,6 +73,10 @@ pub enum Command {
         /// Follow progress until every workflow finishes.
         #[arg(long, short = 'w')]
         watch: bool,
+        /// Human gates approve themselves whenever nothing needs review
+        /// (no provisional decision of the workflow awaits review).
+        #[arg(long)]
+        auto_approve_gates: bool,
     },
     /// Workflow status.
     Status {
@@ -130,6 +135,10 @@ pub enum Command {
     /// Run a coordination pattern (parallel, pipeline, debate,
     /// hierarchical, consensus, peer_review) over agent workers.
     Run(run::RunArgs),
+    /// Human gates: list, show the decision package, approve / reject /
+    /// send back, review provisional decisions.
+    #[command(subcommand)]
+    Gate(gate::GateCommand),
     /// Plan, run a batch, scale valuation, and compare.
     Demo {
         /// How many tickers in each batch.
@@ -165,7 +174,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             pipeline,
             time_unit_ms,
             watch,
-        } => submit::run(&client, items, &pipeline, time_unit_ms, watch, cli.json).await,
+            auto_approve_gates,
+        } => {
+            submit::run(
+                &client,
+                items,
+                &pipeline,
+                submit::Options {
+                    time_unit_ms,
+                    watch,
+                    auto_approve_gates,
+                },
+                cli.json,
+            )
+            .await
+        }
+        Command::Gate(cmd) => gate::run(&client, cmd, cli.json).await,
         Command::Status { ids, state, tasks } => {
             submit::status(&client, ids, state, tasks, cli.json).await
         }

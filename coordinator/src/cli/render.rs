@@ -29,6 +29,14 @@ pub fn workflow_line(w: &Value) -> String {
         let names: Vec<&str> = o.iter().filter_map(Value::as_str).collect();
         line.push_str(&format!("  overdue: {}", names.join(",")));
     }
+    if let Some(g) = w["open_gates"].as_array().filter(|g| !g.is_empty()) {
+        let names: Vec<&str> = g.iter().filter_map(Value::as_str).collect();
+        line.push_str(&format!(
+            "  waiting for a decision at gate {} (caucus gate show {})",
+            names.join(","),
+            w["workflow_id"].as_str().unwrap_or("?")
+        ));
+    }
     if let Some(f) = w["failure"].as_str() {
         line.push_str(&format!("  ({f})"));
     }

@@ -12,17 +12,31 @@ use super::{Client, PipelineArg};
 /// How often `--watch` polls.
 const WATCH_EVERY: Duration = Duration::from_millis(250);
 
+/// How `caucus submit` submits.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Wall time of one time unit.
+    pub time_unit_ms: Option<u64>,
+    /// Follow progress until done.
+    pub watch: bool,
+    /// Gates approve themselves when nothing needs review.
+    pub auto_approve_gates: bool,
+}
+
 pub async fn run(
     client: &Client,
     items: Vec<String>,
     pipeline: &PipelineArg,
-    time_unit_ms: Option<u64>,
-    watch: bool,
+    opts: Options,
     as_json: bool,
 ) -> anyhow::Result<i32> {
+    let watch = opts.watch;
     let mut body = json!({"items": items, "pipeline": pipeline_value(pipeline)?});
-    if let Some(u) = time_unit_ms {
+    if let Some(u) = opts.time_unit_ms {
         body["time_unit_ms"] = json!(u);
+    }
+    if opts.auto_approve_gates {
+        body["auto_approve_gates"] = json!(true);
     }
     let reply = client.call_ok("coordinator", "submit", body).await?;
     let ids: Vec<String> = reply["workflow_ids"]

@@ -3,6 +3,7 @@
 //! dispatch. Pure (the caller passes `now` and the capacities), so the
 //! ordering guarantees are tested without servers.
 
+mod gates;
 mod queue;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

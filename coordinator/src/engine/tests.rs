@@ -16,6 +16,7 @@ fn stage(name: &str, agent: &str, deps: &[&str], expected: f64) -> StageDef {
         retry: StageRetry::default(),
         fan_out: 1,
         params: Value::Null,
+        kind: Default::default(),
     }
 }
 

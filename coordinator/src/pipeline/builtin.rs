@@ -55,6 +55,7 @@ mod tests {
                 "financial",
                 "strategy",
                 "valuation",
+                "review",
                 "report"
             ]
         );
@@ -63,8 +64,18 @@ mod tests {
         assert_eq!(deps("financial"), ["business"]);
         assert_eq!(deps("strategy"), ["screening"]);
         assert_eq!(deps("valuation"), ["financial", "strategy"]);
-        assert_eq!(deps("report"), ["valuation"]);
+        assert_eq!(deps("review"), ["valuation"]);
+        assert_eq!(deps("report"), ["review", "valuation"]);
         for stage in &spec.stages {
+            if stage.name == "review" {
+                assert_eq!(
+                    stage.kind,
+                    StageKind::Gate,
+                    "a human gate before the report"
+                );
+                assert_eq!(stage.agent, None);
+                continue;
+            }
             assert_eq!(stage.agent.as_deref(), Some(stage.name.as_str()));
             assert_eq!(stage.kind, StageKind::Task);
         }

@@ -86,6 +86,13 @@ pub enum StageKind {
     Gate,
 }
 
+impl StageKind {
+    /// Whether this is the default kind (skipped when serialising).
+    pub fn is_task(&self) -> bool {
+        *self == StageKind::Task
+    }
+}
+
 /// How a failed attempt is retried, with exponential backoff.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

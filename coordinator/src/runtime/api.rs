@@ -30,6 +30,9 @@ struct SubmitRequest {
     /// Wall time of one time unit for these workflows (default: config).
     #[serde(default)]
     time_unit_ms: Option<u64>,
+    /// Human gates approve themselves when nothing needs review.
+    #[serde(default)]
+    auto_approve_gates: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -96,7 +99,7 @@ pub async fn submit(
         .items
         .iter()
         .map(|item| {
-            instantiate(
+            let mut rec = instantiate(
                 uuid::Uuid::now_v7().to_string(),
                 item.clone(),
                 spec.name.clone(),
@@ -104,7 +107,9 @@ pub async fn submit(
                 unit_ms,
                 now,
             )
-            .with_level_review(review.clone())
+            .with_level_review(review.clone());
+            rec.auto_approve_gates = req.auto_approve_gates;
+            rec
         })
         .collect();
     let pairs: Vec<Value> = records
@@ -212,6 +217,19 @@ pub fn workflow_json(r: &WorkflowRecord, with_tasks: bool) -> Value {
     if let Some(lr) = &r.level_review {
         m.insert("level_review".into(), json!(lr));
     }
+    let open = r.open_gate_keys();
+    if !open.is_empty() {
+        m.insert("open_gates".into(), json!(open));
+    }
+    if !r.resolved_assumptions.is_empty() {
+        m.insert("resolved_assumptions".into(), json!(r.resolved_assumptions));
+    }
+    if !r.reruns.is_empty() {
+        m.insert("reruns".into(), json!(r.reruns));
+    }
+    if r.auto_approve_gates {
+        m.insert("auto_approve_gates".into(), json!(true));
+    }
     if with_tasks {
         let tasks: BTreeMap<&String, Value> = r
             .tasks
@@ -230,6 +248,8 @@ pub fn workflow_json(r: &WorkflowRecord, with_tasks: bool) -> Value {
                         "overdue": t.overdue,
                         "error": t.error,
                         "output": t.output,
+                        "gate": t.gate,
+                        "previous_output": t.previous_output,
                     }),
                 )
             })

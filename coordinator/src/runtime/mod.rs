@@ -10,6 +10,8 @@ pub mod control;
 pub mod control_api;
 pub mod control_stream;
 pub mod events;
+pub mod gates;
+pub mod gates_api;
 pub mod leader;
 pub mod pause;
 pub mod pipelines;
@@ -180,6 +182,7 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             }
         }
         let (tx, rx) = mpsc::channel(1024);
+        sched.set_handle(tx.clone());
         *current.write().expect("scheduler slot") = Some(tx.clone());
         let cap_task = tokio::spawn(capacity::run(
             deps.redis.clone(),
@@ -279,6 +282,29 @@ pub fn routes(svc: &mut caucus_shared::service::Service, slot: SharedScheduler) 
         });
     }
     crate::patterns::register(svc);
+    let gate_api = gates_api::GateApi {
+        client: ctx.nats.clone(),
+        subjects: ctx.subjects.clone(),
+        timeout: ctx.config.nats.request_timeout,
+    };
+    for op in ["gates", "gate", "gate_decide", "gate_review", "rerun"] {
+        let slot = slot.clone();
+        let api = gate_api.clone();
+        svc.route(op, move |body| {
+            let slot = slot.clone();
+            let api = api.clone();
+            async move {
+                let handle = leader_only(&slot)?;
+                match op {
+                    "gates" => api.list(handle, body).await,
+                    "gate" => api.package(handle, body).await,
+                    "gate_decide" => api.decide(handle, body).await,
+                    "gate_review" => api.review(handle, body).await,
+                    _ => api.rerun(handle, body).await,
+                }
+            }
+        });
+    }
     {
         let slot = slot.clone();
         let heartbeat = ctx.config.worker.heartbeat_interval;

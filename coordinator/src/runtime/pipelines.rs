@@ -6,7 +6,7 @@ use serde_json::Value;
 use caucus_shared::nats::api::ApiError;
 
 use crate::pipeline::{builtin, builtin_names, validate, PipelineSpec, StageKind};
-use crate::workflow::{StageDef, StageRetry};
+use crate::workflow::{StageDef, StageRetry, GATE_AGENT};
 
 /// A built-in name or an inline JSON spec, validated.
 pub fn resolve(v: &Value) -> Result<PipelineSpec, ApiError> {
@@ -38,18 +38,19 @@ pub fn stages_of(spec: &PipelineSpec) -> Result<Vec<StageDef>, ApiError> {
     spec.stages
         .iter()
         .map(|s| {
-            if s.kind != StageKind::Task {
-                return Err(ApiError::new(
-                    "unsupported_stage",
-                    format!(
-                        "stage `{}` is a human gate; gates are planned but not yet run by this coordinator",
-                        s.name
-                    ),
-                ));
-            }
-            let agent = s.agent.clone().ok_or_else(|| {
-                ApiError::new("invalid_pipeline", format!("stage `{}` has no agent", s.name))
-            })?;
+            let agent = match s.kind {
+                StageKind::Gate => {
+                    super::gates::check_params(&s.name, &Value::Object(s.params.clone()))
+                        .map_err(|e| ApiError::new("invalid_pipeline", e))?;
+                    GATE_AGENT.to_string()
+                }
+                StageKind::Task => s.agent.clone().ok_or_else(|| {
+                    ApiError::new(
+                        "invalid_pipeline",
+                        format!("stage `{}` has no agent", s.name),
+                    )
+                })?,
+            };
             Ok(StageDef {
                 name: s.name.clone(),
                 agent_type: agent,
@@ -67,6 +68,7 @@ pub fn stages_of(spec: &PipelineSpec) -> Result<Vec<StageDef>, ApiError> {
                 } else {
                     Value::Object(s.params.clone())
                 },
+                kind: s.kind,
             })
         })
         .collect()

@@ -72,6 +72,13 @@ pub enum Command {
         /// The reply body or error.
         reply: oneshot::Sender<Result<Value, ApiError>>,
     },
+    /// Gate decisions, re-runs and listings.
+    Gate {
+        /// The operation.
+        op: super::gates::GateOp,
+        /// The reply body or error.
+        reply: oneshot::Sender<Result<Value, ApiError>>,
+    },
     /// Load per agent type.
     Load {
         /// The reply.
@@ -99,6 +106,11 @@ pub struct Scheduler {
     clock: SharedClock,
     cfg: CoordinatorConfig,
     control: Option<Control>,
+    /// This scheduler's own command channel (automatic gate approvals
+    /// report back through it).
+    self_handle: Option<SchedulerHandle>,
+    /// Automatic approvals under way or blocked, since when: (workflow, gate).
+    auto_pending: HashMap<(String, String), std::time::Instant>,
 }
 
 impl Scheduler {
@@ -126,7 +138,15 @@ impl Scheduler {
             clock,
             cfg,
             control: None,
+            self_handle: None,
+            auto_pending: HashMap::new(),
         }
+    }
+
+    /// Gives the scheduler its own command channel (for automatic gate
+    /// approvals, which are checked off the loop).
+    pub fn set_handle(&mut self, handle: SchedulerHandle) {
+        self.self_handle = Some(handle);
     }
 
     /// Adds pause/resume, batches and failure events.
@@ -236,10 +256,109 @@ impl Scheduler {
                 };
                 let _ = reply.send(r);
             }
+            Command::Gate { op, reply } => {
+                if let Some(id) = op.workflow_id() {
+                    self.ensure_loaded(id).await;
+                }
+                let now = self.clock.now();
+                if let super::gates::GateOp::Decide {
+                    workflow_id,
+                    gate: Some(g),
+                    ..
+                } = &op
+                {
+                    self.auto_pending.remove(&(workflow_id.clone(), g.clone()));
+                }
+                let r = super::gates::apply(op, &mut self.engine, &mut self.dirty, now);
+                let _ = reply.send(r);
+            }
             Command::Poke => {}
             Command::Load { reply } => {
                 let _ = reply.send(self.engine.load(self.clock.now()));
             }
+        }
+    }
+
+    /// Puts a workflow this scheduler no longer holds (finished and
+    /// evicted) back in memory from KV, so it can be re-run or inspected.
+    async fn ensure_loaded(&mut self, id: &str) {
+        if self.engine.get(id).is_some() {
+            return;
+        }
+        if let Ok(Some((rec, rev))) = self.store.get(id).await {
+            self.revisions.insert(id.to_string(), rev);
+            self.engine.insert(rec);
+        }
+    }
+
+    /// Reminders and escalations of open gates; automatic approvals.
+    async fn gate_timers(&mut self, now: chrono::DateTime<Utc>) {
+        let cfg = self.cfg.clone();
+        let notices = self
+            .engine
+            .gate_notices(now, |rec, key| super::gates::timers_for(&cfg, rec, key));
+        for (wf, n) in notices {
+            self.dirty.insert(wf.clone());
+            let Some(rec) = self.engine.get(&wf) else {
+                continue;
+            };
+            let (event, severity) = if n.escalation {
+                ("gate_escalation", "critical")
+            } else {
+                ("gate_reminder", "warning")
+            };
+            tracing::warn!(workflow_id = %wf, gate = %n.gate, waiting_ms = n.waiting_ms, event, "gate waiting for a decision");
+            let card = super::publish::alert(
+                event,
+                severity,
+                super::gates::notice_fields(rec, &n.gate, n.waiting_ms, n.reminder),
+            );
+            let opened = rec.tasks[&n.gate]
+                .gate
+                .as_ref()
+                .map(|g| g.opened_at.timestamp_millis())
+                .unwrap_or_default();
+            let msg_id = format!("alert:{event}:{wf}/{}@{opened}:{}", n.gate, n.reminder);
+            if let Err(e) =
+                super::publish::publish(&self.js, self.subjects.alerts(severity), &card, &msg_id)
+                    .await
+            {
+                tracing::warn!(workflow_id = %wf, error = %e, "gate alert not sent");
+            }
+        }
+        self.auto_approve().await;
+    }
+
+    /// Approves open gates of auto-approving workflows when the facilitator
+    /// lists no provisional decision for them (checked off the loop; the
+    /// decision comes back as a command).
+    async fn auto_approve(&mut self) {
+        let Some(handle) = self.self_handle.clone() else {
+            return;
+        };
+        // A blocked approval (provisional decisions to review) is tried
+        // again after a while: once a person reviewed them it goes through.
+        let retry = (self.cfg.tick * 10).max(Duration::from_secs(1));
+        let candidates = super::gates::auto_candidates(&self.engine);
+        self.auto_pending
+            .retain(|k, _| candidates.iter().any(|(w, g, _)| (w, g) == (&k.0, &k.1)));
+        for (wf, gate, _item) in candidates {
+            let key = (wf.clone(), gate.clone());
+            if self
+                .auto_pending
+                .get(&key)
+                .is_some_and(|t| t.elapsed() < retry)
+            {
+                continue;
+            }
+            self.auto_pending.insert(key, std::time::Instant::now());
+            let client = self.js.client();
+            let subjects = self.subjects.clone();
+            let handle = handle.clone();
+            let timeout = self.cfg.tick.max(Duration::from_secs(5));
+            tokio::spawn(async move {
+                super::gates_api::auto_decide(client, subjects, timeout, handle, wf, gate).await;
+            });
         }
     }
 
@@ -300,6 +419,7 @@ impl Scheduler {
                     .await;
             }
         }
+        self.gate_timers(now).await;
         if let Some(c) = self.control.as_mut() {
             let caps = self
                 .capacities

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{TaskRecord, TaskRunState, WorkflowRecord, WorkflowState, WORKFLOW_SCHEMA_VERSION};
+pub use crate::pipeline::StageKind;
 
 /// Retry policy of a stage.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
@@ -60,9 +61,19 @@ pub struct StageDef {
     /// Copies of the stage (1 = no fan-out).
     #[serde(default = "one")]
     pub fan_out: u32,
-    /// Parameters passed to the task.
+    /// Parameters passed to the task (for a gate: its reminder settings).
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub params: Value,
+    /// `task` (dispatched to an agent) or `gate` (decided by a person).
+    #[serde(default, skip_serializing_if = "StageKind::is_task")]
+    pub kind: StageKind,
+}
+
+impl StageDef {
+    /// Whether this stage is a human gate.
+    pub fn is_gate(&self) -> bool {
+        self.kind == StageKind::Gate
+    }
 }
 
 fn one() -> u32 {
@@ -154,11 +165,14 @@ pub fn instantiate(
                     overdue: false,
                     attempt_base: 0,
                     failure_counts: BTreeMap::new(),
+                    gate: None,
+                    previous_output: None,
+                    held: false,
                 },
             );
         }
     }
-    WorkflowRecord {
+    let mut rec = WorkflowRecord {
         schema_version: WORKFLOW_SCHEMA_VERSION,
         workflow_id,
         item,
@@ -174,5 +188,11 @@ pub fn instantiate(
         pause: None,
         pause_count: 0,
         level_review: None,
-    }
+        resolved_assumptions: BTreeMap::new(),
+        reruns: Vec::new(),
+        auto_approve_gates: false,
+    };
+    // A gate without dependencies waits for its person from the start.
+    rec.open_gates(now);
+    rec
 }

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use super::build::remaining_paths;
 use super::level_review_output::{normalise, LevelReview};
-use super::{StageDef, StageRetry, TaskRecord, TaskRunState, WorkflowRecord};
+use super::{StageDef, StageKind, StageRetry, TaskRecord, TaskRunState, WorkflowRecord};
 use crate::pipeline::{LevelReviewSpec, LEVEL_REVIEW_INPUT};
 
 pub use caucus_shared::config::LevelReviewMode;
@@ -334,7 +334,13 @@ impl WorkflowRecord {
             }
             let context = self.level_context(level, &levels);
             let conflicts = detect_conflicts(&context.tasks);
-            let review_task = needs_review(policy.mode, &conflicts).then(|| {
+            // A level of human gates only did no agent work to review.
+            let gates_only = levels
+                .iter()
+                .filter(|(_, l)| **l == level)
+                .all(|(s, _)| self.stages.iter().any(|d| &d.name == s && d.is_gate()));
+            let wanted = !gates_only && needs_review(policy.mode, &conflicts);
+            let review_task = wanted.then(|| {
                 let key = self.add_review_task(&policy, &context, &conflicts, &levels, top);
                 ready.push(key.clone());
                 key
@@ -393,6 +399,7 @@ impl WorkflowRecord {
                 "context": context,
                 "conflicts": conflicts,
             }),
+            kind: StageKind::Task,
         });
         self.tasks.insert(
             key.clone(),
@@ -413,19 +420,23 @@ impl WorkflowRecord {
                 overdue: false,
                 attempt_base: 0,
                 failure_counts: BTreeMap::new(),
+                gate: None,
+                previous_output: None,
+                held: false,
             },
         );
         key
     }
 
-    /// Normalises the output of every review task that completed.
+    /// Normalises the output of every review task that completed (again
+    /// after a re-run of the review, so the latest answer counts).
     fn absorb_reviews(&mut self) {
         let Some(state) = self.level_review.as_ref() else {
             return;
         };
         let mut done = Vec::new();
         for (i, o) in state.levels.iter().enumerate() {
-            let (Some(key), None) = (&o.review_task, &o.review) else {
+            let Some(key) = &o.review_task else {
                 continue;
             };
             let Some(t) = self.tasks.get(key) else {

@@ -25,6 +25,7 @@ fn stage(name: &str, deps: &[&str]) -> StageDef {
         },
         fan_out: 1,
         params: Value::Null,
+        kind: StageKind::Task,
     }
 }
 
@@ -528,4 +529,46 @@ fn the_engine_queues_a_review_under_the_review_agent_within_its_capacity() {
         d[0].inputs["level_review"]["warnings_for_next_level"][0],
         "unresolved conflict on `x` (modified by a, b): the review did not resolve it"
     );
+}
+
+#[test]
+fn gates_wait_for_the_level_review_and_a_gate_level_is_not_reviewed() {
+    let mut gate = stage("approve", &["c"]);
+    gate.kind = StageKind::Gate;
+    gate.agent_type = GATE_AGENT.into();
+    let mut stages = diamondish();
+    stages.pop();
+    stages.push(gate);
+    stages.push(stage("d", &["approve"]));
+    let mut r = instantiate("w".into(), "I".into(), "p".into(), stages, 10, Utc::now())
+        .with_level_review(policy(LevelReviewMode::Always));
+    complete(&mut r, "a", json!({}));
+    complete(&mut r, "b", json!({}));
+    complete(&mut r, "review@level-0", json!({}));
+    let (_, ready) = complete(&mut r, "c", json!({}));
+    assert_eq!(ready, vec!["review@level-1"]);
+    assert_eq!(
+        r.tasks["approve"].state,
+        TaskRunState::Waiting,
+        "the gate waits too"
+    );
+    complete(&mut r, "review@level-1", json!({"warnings": ["mind c"]}));
+    assert_eq!(r.tasks["approve"].state, TaskRunState::AwaitingApproval);
+    let req = GateRequest {
+        action: GateAction::Approve,
+        decided_by: "ana".into(),
+        rationale: String::new(),
+        send_back_to: Vec::new(),
+    };
+    r.decide_gate(None, req, Utc::now()).unwrap();
+    assert_eq!(
+        r.tasks["d"].state,
+        TaskRunState::Ready,
+        "no review of a level of gates only"
+    );
+    assert!(!r.tasks.contains_key("review@level-2"));
+    let (inputs, _) = complete(&mut r, "d", json!({}));
+    assert!(!inputs.contains_key("level_review"));
+    complete(&mut r, "review@level-3", json!({}));
+    assert_eq!(r.state, WorkflowState::Completed);
 }

@@ -4,6 +4,7 @@
 //! turns the returned effects into NATS publishes.
 
 mod build;
+mod gate;
 mod level_review;
 mod level_review_output;
 mod pause;
@@ -12,7 +13,11 @@ mod resume;
 mod tiers;
 mod transitions;
 
-pub use build::{instantiate, StageDef, StageRetry};
+pub use build::{instantiate, StageDef, StageKind, StageRetry};
+pub use gate::{
+    GateAction, GateDecision, GateError, GateNotice, GateOutcome, GateRequest, GateState,
+    GateTimers, RerunOutcome, RerunRecord, RerunRequest, GATE_AGENT,
+};
 pub use level_review::{
     detect_conflicts, is_review_stage, modified_resources, needs_review, review_key, stage_levels,
     Conflict, LevelContext, LevelOutcome, LevelReviewMode, LevelReviewPolicy, LevelReviewState,
@@ -30,6 +35,8 @@ pub use resume::{
 pub use tiers::{Classification, FailureFacts, Tier, TierRules};
 pub use transitions::{EventOutcome, RetryDecision};
 
+#[cfg(test)]
+mod gate_tests;
 #[cfg(test)]
 mod level_review_tests;
 #[cfg(test)]

@@ -22,6 +22,7 @@ fn stage(name: &str, deps: &[&str]) -> StageDef {
         },
         fan_out: 1,
         params: Value::Null,
+        kind: Default::default(),
     }
 }
 

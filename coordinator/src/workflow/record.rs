@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use caucus_shared::task::TaskError;
 
+use super::gate::{GateState, RerunRecord};
 use super::{LevelReviewState, PauseInfo, StageDef};
 
 /// Version of the stored record.
@@ -97,6 +98,8 @@ pub enum TaskRunState {
     Completed,
     /// Failed beyond its retry policy.
     Failed,
+    /// A human gate waiting for a person's decision (never dispatched).
+    AwaitingApproval,
 }
 
 /// One task of a workflow.
@@ -147,6 +150,15 @@ pub struct TaskRecord {
     /// to spot a repeated permanent error).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub failure_counts: BTreeMap<String, u32>,
+    /// Gate stages only: when it opened, reminders, the decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateState>,
+    /// The output a re-run replaced (the latest one), kept for comparison.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_output: Option<Value>,
+    /// Held back by a serial re-run plan until the previous step finishes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held: bool,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -193,6 +205,17 @@ pub struct WorkflowRecord {
     /// records from before reviews existed: no gate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub level_review: Option<LevelReviewState>,
+    /// Assumptions settled by debates or by a person at a gate; every task
+    /// dispatched from now on gets them as `inputs.resolved_assumptions`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resolved_assumptions: BTreeMap<String, Value>,
+    /// Re-runs requested (gate send-back, override impact), oldest first;
+    /// the last one may still be in progress.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reruns: Vec<RerunRecord>,
+    /// Gates approve themselves when nothing needs review (submit option).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auto_approve_gates: bool,
 }
 
 impl WorkflowRecord {

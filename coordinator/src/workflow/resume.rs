@@ -164,7 +164,9 @@ impl Checkpoint {
                         },
                     );
                 }
-                TaskRunState::Waiting | TaskRunState::Ready => pending.push(k.clone()),
+                TaskRunState::Waiting | TaskRunState::Ready | TaskRunState::AwaitingApproval => {
+                    pending.push(k.clone())
+                }
             }
         }
         let (reason, trigger_source, seq) = match &rec.pause {
@@ -316,6 +318,7 @@ impl WorkflowRecord {
         // A failure may leave no in-flight task and nothing ready: promote
         // the renewed tasks whose dependencies are complete.
         self.promote_waiting();
+        self.open_gates(now);
         self.pause = None;
         self.failure = None;
         self.state = WorkflowState::Running;

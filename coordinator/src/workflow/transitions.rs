@@ -138,6 +138,19 @@ impl WorkflowRecord {
         if let Some((k, v)) = self.level_review_input(&stage.name) {
             out.insert(k.to_string(), v);
         }
+        // Settled assumptions (debates, gate overrides) win over what the
+        // task's own analysis would assume.
+        if !self.resolved_assumptions.is_empty() {
+            out.insert(
+                "resolved_assumptions".to_string(),
+                Value::Object(
+                    self.resolved_assumptions
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                ),
+            );
+        }
         out
     }
 
@@ -219,15 +232,7 @@ impl WorkflowRecord {
                 t.output = Some(ev.output.clone().unwrap_or(Value::Null));
                 t.error = None;
                 self.updated_at = now;
-                let newly_ready = self.promote_waiting();
-                let workflow_completed = self
-                    .tasks
-                    .values()
-                    .all(|t| t.state == TaskRunState::Completed);
-                if workflow_completed {
-                    self.state = WorkflowState::Completed;
-                    self.finished_at = Some(now);
-                }
+                let (newly_ready, workflow_completed) = self.after_completion(now);
                 EventOutcome::Completed {
                     newly_ready,
                     workflow_completed,
@@ -306,7 +311,7 @@ impl WorkflowRecord {
         let promote: Vec<String> = self
             .tasks
             .iter()
-            .filter(|(_, t)| t.state == TaskRunState::Waiting)
+            .filter(|(_, t)| t.state == TaskRunState::Waiting && !t.held)
             .filter(|(_, t)| {
                 self.stage(&t.stage)
                     .is_some_and(|s| s.depends_on.iter().all(|d| done(self, d)))
@@ -370,6 +375,7 @@ mod tests {
             },
             fan_out: 1,
             params: Value::Null,
+            kind: Default::default(),
         }
     }
 

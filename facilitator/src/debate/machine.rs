@@ -135,6 +135,7 @@ impl Debate {
             superseded: Vec::new(),
             redebate_of: None,
             generation: 0,
+            precedents: Vec::new(),
             history: vec![HistoryEntry {
                 at: now,
                 level: 1,

@@ -15,6 +15,7 @@
 
 pub mod conservative;
 mod machine;
+pub mod precedents;
 mod record;
 pub mod resolution;
 pub mod routing;

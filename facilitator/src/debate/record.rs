@@ -188,6 +188,9 @@ pub struct Debate {
     /// 0 for an original debate, n for its n-th re-debate.
     #[serde(default)]
     pub generation: u32,
+    /// Similar past debates resolved before its snapshot, closest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub precedents: Vec<super::precedents::Precedent>,
     /// Every step so far.
     pub history: Vec<HistoryEntry>,
 }

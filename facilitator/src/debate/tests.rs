@@ -661,3 +661,78 @@ fn stored_form_round_trips_and_bad_ids_are_refused() {
         "invalid_challenge"
     );
 }
+
+/// A level-1 debate resolved at `at(secs)` with the challenged agent's
+/// evidence standing.
+fn resolved_debate(id: &str, secs: u64) -> Debate {
+    let mut d = open("supporting");
+    d.debate_id = id.into();
+    d.ack("financial_analyst", Some(SNAP), at(secs)).unwrap();
+    d.add_evidence(
+        "financial_analyst",
+        &evidence(Some(margin("26% operating margin", 0.26))),
+        at(secs),
+        &timeouts(),
+    )
+    .unwrap();
+    d.verdict("strategy_analyst", &verdict(true), at(secs), &timeouts())
+        .unwrap();
+    assert_eq!(d.state, DebateState::Resolved);
+    d
+}
+
+#[test]
+fn precedents_are_similar_debates_resolved_before_the_snapshot() {
+    let mut new = open("valuation");
+    new.debate_id = "NEW".into();
+    new.snapshot.taken_at = at(10_000);
+    new.challenge.item = Some("AAPL".into());
+
+    let same = resolved_debate("SAME", 100);
+    let mut later = resolved_debate("LATER", 20_000);
+    later.debate_id = "LATER".into();
+    let mut other_metric = resolved_debate("OTHER", 200);
+    for p in [
+        &mut other_metric.challenger_position,
+        &mut other_metric.challenged_position,
+    ] {
+        p.as_mut().unwrap().metric = Some("beta".into());
+    }
+    other_metric.challenge.challenger = "macro".into();
+    let mut same_item = resolved_debate("ITEM", 300);
+    same_item.challenge.item = Some("AAPL".into());
+    let open_one = open("supporting");
+
+    let past = vec![
+        same.clone(),
+        later,
+        other_metric,
+        same_item,
+        open_one,
+        new.clone(),
+    ];
+    let found = precedents::find(&new, &past);
+    let ids: Vec<&str> = found.iter().map(|p| p.debate_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["ITEM", "SAME"],
+        "closest first; never after the snapshot, never unresolved, never itself, never dissimilar"
+    );
+    assert_eq!(found[0].similarity, 0.8);
+    assert_eq!(found[0].matched, ["metric", "agents", "item"]);
+    assert_eq!(found[1].similarity, 0.7);
+    assert_eq!(found[1].outcome, "26% operating margin");
+    assert_eq!(found[1].winner.as_deref(), Some("financial_analyst"));
+    assert_eq!(found[1].level, 1);
+    assert!(!found[1].overridden);
+
+    let many: Vec<Debate> = (0..9)
+        .map(|i| resolved_debate(&format!("P{i}"), 100 + i))
+        .collect();
+    let found = precedents::find(&new, &many);
+    assert_eq!(found.len(), precedents::MAX_PRECEDENTS);
+    assert_eq!(
+        found[0].debate_id, "P8",
+        "equally similar: most recent first"
+    );
+}

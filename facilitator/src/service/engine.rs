@@ -100,6 +100,11 @@ impl Facilitator {
             d.redebate_of = Some(of);
             d.generation = generation;
         }
+        // Precedents as of the snapshot; a store hiccup only costs them.
+        match self.debates.list().await {
+            Ok(past) => d.precedents = crate::debate::precedents::find(&d, &past),
+            Err(e) => tracing::warn!(debate_id = %id, error = %e, "precedents not loaded"),
+        }
         match self.debates.create(&d).await {
             Ok(_) => {}
             Err(StoreError::Exists(_)) => {

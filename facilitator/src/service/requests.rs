@@ -143,6 +143,9 @@ pub struct DebateSummary {
     pub provisional: bool,
     /// Opened at.
     pub opened_at: chrono::DateTime<chrono::Utc>,
+    /// Similar past debates and their outcomes (as of its snapshot).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub precedents: Vec<crate::debate::precedents::Precedent>,
 }
 
 impl DebateSummary {
@@ -164,6 +167,7 @@ impl DebateSummary {
             resolution: d.resolution.as_ref().map(|r| r.label.clone()),
             provisional: d.state == crate::debate::DebateState::Provisional,
             opened_at: d.opened_at,
+            precedents: d.precedents.clone(),
         }
     }
 }

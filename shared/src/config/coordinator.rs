@@ -38,6 +38,15 @@ pub struct CoordinatorConfig {
     pub pause_reminders: Vec<Duration>,
     /// Reminders from this index on (0-based) are escalations (`critical`).
     pub pause_escalate_from: usize,
+    /// Reminders while a human gate waits, measured from its opening; each
+    /// fires once. A gate stage's `params.reminders` overrides them.
+    /// Env: `CAUCUS_COORDINATOR_GATE_REMINDERS=1h,4h`.
+    #[serde(with = "duration_list")]
+    pub gate_reminders: Vec<Duration>,
+    /// A gate still waiting after this is escalated (a `critical` alert);
+    /// a gate stage's `params.escalate_after` overrides it.
+    #[serde(with = "humantime_serde")]
+    pub gate_escalate_after: Duration,
     /// Default number of workflows a batch resumes at once.
     pub batch_concurrency: u32,
     /// A batch stops once more than this share of its finished operations
@@ -179,6 +188,9 @@ impl CoordinatorConfig {
                 self.batch_failure_ratio
             ));
         }
+        if self.gate_reminders.windows(2).any(|w| w[0] > w[1]) {
+            return Err("coordinator.gate_reminders must be in ascending order".into());
+        }
         if self.pause_reminders.windows(2).any(|w| w[0] > w[1]) {
             return Err("coordinator.pause_reminders must be in ascending order".into());
         }
@@ -216,6 +228,8 @@ impl Default for CoordinatorConfig {
             event_batch: 256,
             pause_reminders: vec![day * 3, day * 7, day * 14, day * 30],
             pause_escalate_from: 2,
+            gate_reminders: vec![Duration::from_secs(3600), Duration::from_secs(4 * 3600)],
+            gate_escalate_after: Duration::from_secs(24 * 3600),
             batch_concurrency: 5,
             batch_failure_ratio: 0.5,
             failure_tiers: TierRule::defaults(),

@@ -1,0 +1,276 @@
+//! Human gates in the scheduler: decisions and re-runs applied to held
+//! workflows, reminder/escalation cards, and automatic approval for
+//! workflows submitted with `auto_approve_gates`.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+
+use caucus_shared::config::CoordinatorConfig;
+use caucus_shared::nats::api::ApiError;
+
+use super::api::workflow_json;
+use crate::engine::Engine;
+use crate::workflow::{
+    GateError, GateRequest, GateTimers, RerunRequest, TaskRunState, WorkflowRecord,
+};
+
+/// A gate operation the scheduler carries out.
+#[derive(Debug, Clone)]
+pub enum GateOp {
+    /// Open gates, oldest first, optionally of one workflow or item.
+    List {
+        /// Only this workflow.
+        workflow_id: Option<String>,
+        /// Only this item.
+        item: Option<String>,
+    },
+    /// One workflow's record with its tasks (for a decision package).
+    Get {
+        /// The workflow.
+        workflow_id: String,
+    },
+    /// A decision at an open gate.
+    Decide {
+        /// The workflow.
+        workflow_id: String,
+        /// The gate (optional when only one is open).
+        gate: Option<String>,
+        /// The decision.
+        req: GateRequest,
+    },
+    /// Run tasks of a workflow again.
+    Rerun {
+        /// The workflow.
+        workflow_id: String,
+        /// The plan.
+        req: RerunRequest,
+    },
+}
+
+impl GateOp {
+    /// The workflow the operation is about, if one.
+    pub fn workflow_id(&self) -> Option<&str> {
+        match self {
+            GateOp::List { workflow_id, .. } => workflow_id.as_deref(),
+            GateOp::Get { workflow_id }
+            | GateOp::Decide { workflow_id, .. }
+            | GateOp::Rerun { workflow_id, .. } => Some(workflow_id),
+        }
+    }
+}
+
+fn gate_error(e: GateError) -> ApiError {
+    ApiError::new(e.code(), e.to_string())
+}
+
+fn unknown(id: &str) -> ApiError {
+    ApiError::not_found(format!("unknown workflow {id}"))
+}
+
+/// One open gate as listed by `coordinator.gates`.
+pub fn open_gate_json(rec: &WorkflowRecord, key: &str, now: DateTime<Utc>) -> Value {
+    let t = &rec.tasks[key];
+    let g = t.gate.as_ref();
+    json!({
+        "workflow_id": rec.workflow_id,
+        "item": rec.item,
+        "pipeline": rec.pipeline,
+        "gate": key,
+        "opened_at": g.map(|g| g.opened_at),
+        "waiting_ms": g.map(|g| (now - g.opened_at).num_milliseconds().max(0)),
+        "reminders_sent": g.map(|g| g.reminders_sent).unwrap_or(0),
+        "escalated": g.is_some_and(|g| g.escalated_at.is_some()),
+        "sent_back": g.map(|g| g.history.len()).unwrap_or(0),
+        "pending_upstream": rec.pending_upstream(key),
+    })
+}
+
+/// Carries out `op` on the engine; marks changed workflows dirty.
+pub fn apply(
+    op: GateOp,
+    engine: &mut Engine,
+    dirty: &mut HashSet<String>,
+    now: DateTime<Utc>,
+) -> Result<Value, ApiError> {
+    match op {
+        GateOp::List { workflow_id, item } => {
+            let gates: Vec<Value> = engine
+                .open_gates()
+                .into_iter()
+                .filter(|(w, _)| workflow_id.as_ref().is_none_or(|x| x == w))
+                .filter_map(|(w, k)| {
+                    let rec = engine.get(&w)?;
+                    if item.as_ref().is_some_and(|i| i != &rec.item) {
+                        return None;
+                    }
+                    Some(open_gate_json(rec, &k, now))
+                })
+                .collect();
+            Ok(json!({ "count": gates.len(), "gates": gates }))
+        }
+        GateOp::Get { workflow_id } => {
+            let rec = engine
+                .get(&workflow_id)
+                .ok_or_else(|| unknown(&workflow_id))?;
+            Ok(json!({ "record": rec, "status": workflow_json(rec, false) }))
+        }
+        GateOp::Decide {
+            workflow_id,
+            gate,
+            req,
+        } => {
+            let action = req.action;
+            let out = engine
+                .decide_gate(&workflow_id, gate.as_deref(), req, now)
+                .ok_or_else(|| unknown(&workflow_id))?
+                .map_err(gate_error)?;
+            dirty.insert(workflow_id.clone());
+            let rec = engine.get(&workflow_id).expect("just decided");
+            Ok(json!({
+                "workflow_id": workflow_id,
+                "gate": out.gate,
+                "action": action.as_str(),
+                "decision": rec.tasks[&out.gate].gate.as_ref().and_then(|g| {
+                    g.decision.clone().or_else(|| g.history.last().cloned())
+                }),
+                "newly_ready": out.newly_ready,
+                "renewed": out.renewed,
+                "workflow": workflow_json(rec, false),
+            }))
+        }
+        GateOp::Rerun { workflow_id, req } => {
+            let out = engine
+                .request_rerun(&workflow_id, req, now)
+                .ok_or_else(|| unknown(&workflow_id))?
+                .map_err(gate_error)?;
+            dirty.insert(workflow_id.clone());
+            let rec = engine.get(&workflow_id).expect("just changed");
+            Ok(json!({
+                "workflow_id": workflow_id,
+                "rerun_id": out.rerun_id,
+                "renewed": out.renewed,
+                "not_yet_run": out.not_yet_run,
+                "newly_ready": out.newly_ready,
+                "workflow": workflow_json(rec, false),
+            }))
+        }
+    }
+}
+
+/// The reminder and escalation settings of gate `key`: the coordinator's,
+/// unless the gate stage's params set `reminders` (list of durations) or
+/// `escalate_after` (a duration, or `"never"`).
+pub fn timers_for(cfg: &CoordinatorConfig, rec: &WorkflowRecord, key: &str) -> GateTimers {
+    let mut t = GateTimers {
+        reminders: cfg.gate_reminders.clone(),
+        escalate_after: Some(cfg.gate_escalate_after),
+    };
+    let Some(stage) = rec
+        .tasks
+        .get(key)
+        .and_then(|task| rec.stages.iter().find(|s| s.name == task.stage))
+    else {
+        return t;
+    };
+    if let Some(list) = stage.params.get("reminders").and_then(Value::as_array) {
+        let parsed: Vec<Duration> = list
+            .iter()
+            .filter_map(Value::as_str)
+            .filter_map(|s| humantime::parse_duration(s).ok())
+            .collect();
+        if parsed.len() == list.len() {
+            t.reminders = parsed;
+        }
+    }
+    if let Some(s) = stage.params.get("escalate_after").and_then(Value::as_str) {
+        if s == "never" {
+            t.escalate_after = None;
+        } else if let Ok(d) = humantime::parse_duration(s) {
+            t.escalate_after = Some(d);
+        }
+    }
+    t
+}
+
+/// Checks a gate stage's params when a pipeline is submitted, so a typo in
+/// a duration is an error then rather than a silently ignored setting.
+pub fn check_params(stage: &str, params: &Value) -> Result<(), String> {
+    if let Some(v) = params.get("reminders") {
+        let list = v.as_array().ok_or_else(|| {
+            format!("gate `{stage}`: params.reminders must be a list of durations")
+        })?;
+        let mut last = Duration::ZERO;
+        for x in list {
+            let d = x
+                .as_str()
+                .and_then(|s| humantime::parse_duration(s).ok())
+                .ok_or_else(|| {
+                    format!(
+                        "gate `{stage}`: params.reminders entry {x} is not a duration like \"1h\""
+                    )
+                })?;
+            if d < last {
+                return Err(format!(
+                    "gate `{stage}`: params.reminders must be in ascending order"
+                ));
+            }
+            last = d;
+        }
+    }
+    if let Some(v) = params.get("escalate_after") {
+        let ok = v
+            .as_str()
+            .is_some_and(|s| s == "never" || humantime::parse_duration(s).is_ok());
+        if !ok {
+            return Err(format!(
+                "gate `{stage}`: params.escalate_after {v} must be a duration like \"24h\" or \"never\""
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The alert card body for a reminder or an escalation.
+pub fn notice_fields(rec: &WorkflowRecord, gate: &str, waiting_ms: i64, n: u32) -> Value {
+    let opened = rec
+        .tasks
+        .get(gate)
+        .and_then(|t| t.gate.as_ref())
+        .map(|g| g.opened_at);
+    json!({
+        "workflow_id": rec.workflow_id,
+        "item": rec.item,
+        "pipeline": rec.pipeline,
+        "gate": gate,
+        "opened_at": opened,
+        "waiting_ms": waiting_ms,
+        "reminder": n,
+        "actions": ["approve", "reject", "send_back"],
+        "api": "coordinator.gate_decide",
+    })
+}
+
+/// Open gates of auto-approving workflows: (workflow, gate, item).
+pub fn auto_candidates(engine: &Engine) -> Vec<(String, String, String)> {
+    engine
+        .workflows()
+        .filter(|r| r.auto_approve_gates && r.state.accepts_dispatch())
+        .flat_map(|r| {
+            r.tasks
+                .iter()
+                .filter(|(k, t)| {
+                    t.state == TaskRunState::AwaitingApproval && r.pending_upstream(k).is_empty()
+                })
+                .map(|(k, _)| (r.workflow_id.clone(), k.clone(), r.item.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Assumptions settled by a review, as the workflow stores them.
+pub fn assumptions(metric: &str, value: f64) -> BTreeMap<String, Value> {
+    BTreeMap::from([(metric.to_string(), json!(value))])
+}
