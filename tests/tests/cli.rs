@@ -108,3 +108,71 @@ fn health_of_a_missing_service_fails_clearly() {
     assert_eq!(code, 1);
     assert!(err.contains("facilitator"), "{err}");
 }
+
+#[test]
+fn gate_and_debates_commands() {
+    let stack = Stack::start();
+    let _c = coordinator(&stack, &[]);
+    let _f = stack
+        .service("caucus-facilitator")
+        .env("CAUCUS_FACILITATOR_EXPERTS", "alice,bob")
+        .env("CAUCUS_NATS_STREAM_MAX_BYTES", "67108864")
+        .start();
+    let _w = worker(&stack, "gated", 1, "noop", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("gated.toml");
+    std::fs::write(
+        &spec,
+        "name = \"gated\"\n[capacities]\ngated = 1\n\
+         [[stages]]\nname = \"work\"\nagent = \"gated\"\n\
+         [[stages]]\nname = \"signoff\"\nkind = \"gate\"\ndepends_on = [\"work\"]\n\
+         [[stages]]\nname = \"after\"\nagent = \"gated\"\ndepends_on = [\"signoff\"]\n",
+    )
+    .unwrap();
+    let spec = spec.display().to_string();
+    let (code, out, err) = caucus(&stack, &["submit", "ZED", "--file", &spec]);
+    assert_eq!(code, 0, "{out}{err}");
+    let listed = caucus_harness::wait_until(
+        "the gate to open",
+        std::time::Duration::from_secs(20),
+        || {
+            let (_, out, _) = caucus(&stack, &["gate", "list"]);
+            out.contains("signoff").then_some(out)
+        },
+    );
+    assert!(listed.contains("1 open gate(s)"), "{listed}");
+    assert!(listed.contains("ZED"), "{listed}");
+    let (code, out, err) = caucus(&stack, &["gate", "show", "ZED"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("Gate `signoff` of ZED"), "{out}");
+    assert!(
+        out.contains("0 provisional decisions require review"),
+        "{out}"
+    );
+    assert!(out.contains("Ready to approve."), "{out}");
+    let (code, _, err) = caucus(&stack, &["gate", "reject", "ZED"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("rationale"), "{err}");
+    let (code, out, err) = caucus(
+        &stack,
+        &[
+            "--json",
+            "gate",
+            "approve",
+            "ZED",
+            "--reviewer",
+            "ana",
+            "--rationale",
+            "ok",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("\"decided_by\": \"ana\""), "{out}");
+    let (code, out, err) = caucus(&stack, &["debates"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("0 debate(s)"), "{out}");
+    assert!(out.contains("experts: alice 0/3, bob 0/3"), "{out}");
+    let (code, _, err) = caucus(&stack, &["debate", "NOPE"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not_found"), "{err}");
+}

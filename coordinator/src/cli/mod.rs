@@ -2,6 +2,7 @@
 //! API (`caucus.api.<service>.<operation>`), so it needs only NATS.
 
 mod client;
+mod debates;
 mod demo;
 mod gate;
 mod level_review;
@@ -139,6 +140,15 @@ pub enum Command {
     /// send back, review provisional decisions.
     #[command(subcommand)]
     Gate(gate::GateCommand),
+    /// Debates (queue order) and each expert's load, e.g. "alice 2/3".
+    Debates(debates::ListArgs),
+    /// One debate in full (history, evidence, assessment, resolution).
+    Debate {
+        /// The debate id.
+        debate_id: String,
+    },
+    /// A level-3 expert decision on a debate.
+    Decide(debates::DecideArgs),
     /// Plan, run a batch, scale valuation, and compare.
     Demo {
         /// How many tickers in each batch.
@@ -190,6 +200,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             .await
         }
         Command::Gate(cmd) => gate::run(&client, cmd, cli.json).await,
+        Command::Debates(a) => debates::list(&client, a, cli.json).await,
+        Command::Debate { debate_id } => debates::show(&client, &debate_id).await,
+        Command::Decide(a) => debates::decide(&client, a, cli.json).await,
         Command::Status { ids, state, tasks } => {
             submit::status(&client, ids, state, tasks, cli.json).await
         }
