@@ -572,3 +572,27 @@ fn gates_wait_for_the_level_review_and_a_gate_level_is_not_reviewed() {
     complete(&mut r, "review@level-3", json!({}));
     assert_eq!(r.state, WorkflowState::Completed);
 }
+
+#[test]
+fn a_rerun_review_replaces_the_stored_review() {
+    let mut r = record(LevelReviewMode::Conflicts);
+    complete(&mut r, "a", modified(&["x"]));
+    complete(&mut r, "b", modified(&["x"]));
+    complete(&mut r, "review@level-0", json!({"summary": "first"}));
+    let out = r
+        .request_rerun(
+            RerunRequest {
+                reason: "reviewer was wrong".into(),
+                requested_by: "ana".into(),
+                groups: vec![vec!["review@level-0".into()]],
+                assumptions: BTreeMap::new(),
+            },
+            Utc::now(),
+        )
+        .unwrap();
+    assert_eq!(out.renewed, vec!["review@level-0"]);
+    assert_eq!(out.newly_ready, vec!["review@level-0"]);
+    complete(&mut r, "review@level-0", json!({"summary": "second"}));
+    let (inputs, _) = complete(&mut r, "c", json!({}));
+    assert_eq!(inputs["level_review"]["summary"], "second");
+}
