@@ -301,16 +301,18 @@ impl WorkflowRecord {
 
     /// The hook of [`WorkflowRecord::promote_waiting`]: records completed
     /// reviews, and for each newly completed level decides on a review,
-    /// adding its task (ready) when needed. Returns the review keys made ready.
-    pub(crate) fn advance_level_reviews(&mut self) -> Vec<String> {
+    /// adding its task (ready) when needed. Returns the review keys made
+    /// ready and the stage levels for [`Self::level_gate_open`] (empty when
+    /// reviews are off: no gate).
+    pub(crate) fn advance_level_reviews(&mut self) -> (Vec<String>, BTreeMap<String, u32>) {
         let Some(state) = self.reviews_on() else {
-            return Vec::new();
+            return (Vec::new(), BTreeMap::new());
         };
         let policy = state.policy.clone();
         self.absorb_reviews();
         let levels = stage_levels(&self.stages);
         let Some(&top) = levels.values().max() else {
-            return Vec::new();
+            return (Vec::new(), levels);
         };
         let mut ready = Vec::new();
         for level in 0..=top {
@@ -358,7 +360,7 @@ impl WorkflowRecord {
                 break;
             }
         }
-        ready
+        (ready, levels)
     }
 
     fn add_review_task(
@@ -460,8 +462,8 @@ impl WorkflowRecord {
     }
 
     /// Whether tasks of `stage` may become ready as far as the review gate
-    /// is concerned: always without reviews and for review tasks; else
-    /// when every earlier level has passed its gate.
+    /// is concerned: always without reviews and for review tasks (absent
+    /// from `levels`); else when every earlier level has passed its gate.
     pub(crate) fn level_gate_open(&self, stage: &str, levels: &BTreeMap<String, u32>) -> bool {
         let Some(state) = self.reviews_on() else {
             return true;
@@ -478,19 +480,14 @@ impl WorkflowRecord {
         })
     }
 
-    /// Stage levels when reviews are on (what [`Self::level_gate_open`] needs).
-    pub(crate) fn gate_levels(&self) -> BTreeMap<String, u32> {
-        if self.reviews_on().is_some() {
-            stage_levels(&self.stages)
-        } else {
-            BTreeMap::new()
-        }
-    }
-
     /// The review a task of `stage` receives as `inputs.level_review`: the
     /// review of the level just before it, when one ran.
     pub(crate) fn level_review_input(&self, stage: &str) -> Option<(&'static str, Value)> {
         let state = self.reviews_on()?;
+        // Most workflows never get a review: skip computing levels then.
+        if state.levels.iter().all(|o| o.review.is_none()) {
+            return None;
+        }
         let level = *stage_levels(&self.stages).get(stage)?;
         let prev = level.checked_sub(1)?;
         let review = state

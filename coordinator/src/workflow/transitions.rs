@@ -300,8 +300,7 @@ impl WorkflowRecord {
     /// reviews, whose earlier levels passed their review gate) become
     /// ready; a completed level may first get its review task.
     pub(crate) fn promote_waiting(&mut self) -> Vec<String> {
-        let reviews = self.advance_level_reviews();
-        let levels = self.gate_levels();
+        let (reviews, levels) = self.advance_level_reviews();
         let done = |rec: &WorkflowRecord, stage: &str| {
             rec.tasks
                 .values()
