@@ -37,6 +37,8 @@ if ra:
     m = ra.get("operating_margin")
     if m is not None and "target_price" in out:
         out["target_price"] = round(out["target_price"] * m / 0.25, 2)
+    if m is not None and "operating_margin_used" in out:
+        out["operating_margin_used"] = m
 out["attempt"] = t["attempt"]
 print(json.dumps(out))
 "#;
@@ -454,6 +456,21 @@ async fn the_seed_override_example_reruns_exactly_the_affected_tasks() {
     assert_eq!(n("peer_comparison"), 1);
     assert_eq!(n("financial"), 1);
     assert_eq!(n("report"), 1);
+    // The override fed both agents' track records: strategy's 30 % was
+    // closer to the person's 28 %; financial's applied 25 % was overridden.
+    let fin = fac
+        .call("credibility", json!({"agent": "financial"}))
+        .await
+        .unwrap();
+    assert_eq!(fin["total_records"], 1, "{fin}");
+    assert_eq!(fin["override_rate"], 1.0, "{fin}");
+    let strat = fac
+        .call("credibility", json!({"agent": "strategy"}))
+        .await
+        .unwrap();
+    assert_eq!(strat["total_records"], 1, "{strat}");
+    assert_eq!(strat["overall_accuracy"], 1.0, "{strat}");
+
     // A later debate on the same margin cites this one as a precedent
     // (resolved before its snapshot, overridden by a person).
     let mut ch = facilitator_common::challenge("CH-NEXT", "supporting", "strategy", "financial");
@@ -472,5 +489,91 @@ async fn the_seed_override_example_reruns_exactly_the_affected_tasks() {
         report_task["output"]["resolved_assumptions"],
         json!({"operating_margin": 0.28}),
         "later tasks get the settled assumption too"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_debate_resolution_reruns_the_valuation_that_used_another_margin() {
+    let stack = Stack::start();
+    let _c = coordinator(&stack, &[]);
+    let _f = facilitator_common::facilitator(&stack, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let _w = worker(&stack, "analyst", 2, &agent_handler(&dir), &[]);
+    let api = Api::connect(&stack).await;
+    let fac = facilitator_common::Client::connect(&stack).await;
+    let p = json!({
+        "name": "debated",
+        "capacities": {"analyst": 2},
+        "stages": [
+            {"name": "financial", "agent": "analyst", "params": {"output": {"operating_margin": 0.25}}},
+            {"name": "valuation", "agent": "analyst", "depends_on": ["financial"],
+             "params": {"output": {"target_price": 85.0, "operating_margin_used": 0.25},
+                        "impact": {"kind": "valuation", "output_metric": "target_price",
+                                   "result": "/target_price", "inputs": ["operating_margin"],
+                                   "used": "/operating_margin_used"}}},
+            {"name": "review", "kind": "gate", "depends_on": ["valuation"]},
+            {"name": "report", "agent": "analyst", "depends_on": ["review", "valuation"]}
+        ]
+    });
+    let ids = submit(&api, &["ACME"], p).await;
+    let wf = &ids[0];
+    wait_gate(&api, wf, "review").await;
+
+    // The debate ends binding at level 3: the expert sides with the challenger (30 %).
+    let mut ch = facilitator_common::challenge("CH-RES", "valuation", "strategy", "financial");
+    ch["content"]["workflow_id"] = json!(wf);
+    fac.publish_debate("CH-RES", "challenge", ch).await;
+    fac.wait_debate("CH-RES", "level 3", Duration::from_secs(20), |d| {
+        d["state"] == "awaiting_human"
+    })
+    .await;
+    fac.call(
+        "decide",
+        json!({"debate_id": "CH-RES", "expert": "expert", "side": "challenger", "rationale": "guidance"}),
+    )
+    .await
+    .unwrap();
+
+    let v = eventually(
+        "the valuation to run again",
+        Duration::from_secs(20),
+        || async {
+            let t = task_of(&api, wf, "valuation").await;
+            (t["attempt"] == 2 && t["state"] == "completed").then_some(t)
+        },
+    )
+    .await;
+    assert_eq!(
+        v["output"]["resolved_assumptions"],
+        json!({"operating_margin": 0.30})
+    );
+    assert_eq!(v["output"]["operating_margin_used"], 0.30);
+    assert_eq!(v["output"]["target_price"], 102.0);
+    assert_eq!(v["previous_output"]["operating_margin_used"], 0.25);
+    let w = api.status(std::slice::from_ref(wf)).await.pop().unwrap();
+    assert_eq!(w["resolved_assumptions"], json!({"operating_margin": 0.30}));
+    let reason = w["reruns"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("debate CH-RES resolved at level 3"),
+        "{reason}"
+    );
+    assert_eq!(
+        task_of(&api, wf, "financial").await["attempt"],
+        1,
+        "not affected"
+    );
+    // The gate stayed open throughout and approves now the re-run is done.
+    call(
+        &api,
+        "gate_decide",
+        json!({"workflow_id": wf, "action": "approve", "reviewer": "ana"}),
+    )
+    .await
+    .unwrap();
+    wait_state(&api, wf, "completed").await;
+    assert_eq!(
+        starts(&api).await[&format!("{wf}/valuation")],
+        2,
+        "once more, not again"
     );
 }

@@ -12,6 +12,7 @@ use caucus_shared::Config;
 pub const STANDBY_RETRY: Duration = Duration::from_secs(20);
 
 /// Connection to the control API.
+#[derive(Clone)]
 pub struct Client {
     nats: async_nats::Client,
     subjects: Subjects,

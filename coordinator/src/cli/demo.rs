@@ -145,8 +145,14 @@ async fn batch(
         .flatten()
         .filter_map(|v| v.as_str().map(String::from))
         .collect();
-    let fin = watch_until_done(client, &ids, true).await?;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let reviewer = tokio::spawn(review_gates(client.clone(), ids.clone(), stop.clone()));
+    let fin = watch_until_done(client, &ids, true).await;
+    stop.cancel();
+    let reviewed = reviewer.await.unwrap_or_default();
+    let fin = fin?;
     let measured = t0.elapsed().as_secs_f64();
+    print_reviews(client, &ids, &reviewed).await;
     let failed = fin["workflows"]
         .as_array()
         .map(|a| a.iter().filter(|w| w["state"] == "failed").count())
@@ -155,6 +161,142 @@ async fn batch(
         println!("{failed} workflow(s) failed: see `caucus status --state failed`");
     }
     Ok((planned, measured))
+}
+
+/// What the demo's reviewer did at the gates.
+#[derive(Debug, Default)]
+struct Reviewed {
+    /// Provisional decisions confirmed.
+    confirmed: Vec<String>,
+    /// The first decision package that needed a review, as printed.
+    first_package: Option<String>,
+}
+
+/// Plays the person at the gates while a batch runs: a gate whose workflow
+/// has provisional decisions waits for a review (automatic approval only
+/// goes through when nothing needs review), so this confirms each
+/// conservative default; the gate then approves itself.
+async fn review_gates(
+    client: Client,
+    ids: Vec<String>,
+    stop: tokio_util::sync::CancellationToken,
+) -> Reviewed {
+    let mut out = Reviewed::default();
+    while !stop.is_cancelled() {
+        let open = client
+            .call("coordinator", "gates", json!({}))
+            .await
+            .ok()
+            .and_then(|v| v["gates"].as_array().cloned())
+            .unwrap_or_default();
+        for g in open {
+            let Some(wf) = g["workflow_id"].as_str() else {
+                continue;
+            };
+            if !ids.iter().any(|i| i == wf) {
+                continue;
+            }
+            let Ok(pkg) = client
+                .call("coordinator", "gate", json!({"workflow_id": wf}))
+                .await
+            else {
+                continue;
+            };
+            let decisions = pkg["provisional"]["decisions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if decisions.is_empty() {
+                continue;
+            }
+            if out.first_package.is_none() {
+                out.first_package = Some(super::gate::render_package(&pkg));
+            }
+            for d in decisions {
+                let Some(id) = d["debate_id"].as_str() else {
+                    continue;
+                };
+                let r = client
+                    .call(
+                        "coordinator",
+                        "gate_review",
+                        json!({"workflow_id": wf, "debate_id": id, "action": "confirm",
+                               "reviewer": "demo-reviewer"}),
+                    )
+                    .await;
+                if r.is_ok() {
+                    out.confirmed
+                        .push(format!("{} {id}", pkg["item"].as_str().unwrap_or("?")));
+                }
+            }
+        }
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep(Duration::from_millis(300)) => {}
+        }
+    }
+    out
+}
+
+/// Debates of the batch and what the reviewer did, after the live display.
+async fn print_reviews(client: &Client, ids: &[String], reviewed: &Reviewed) {
+    let Ok(all) = client.call("facilitator", "debates", json!({})).await else {
+        return;
+    };
+    let ours: Vec<&Value> = all["debates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| {
+            d["workflow_id"]
+                .as_str()
+                .is_some_and(|w| ids.iter().any(|i| i == w))
+        })
+        .collect();
+    if ours.is_empty() {
+        println!(
+            "
+no debates in this batch"
+        );
+        return;
+    }
+    let mut by: std::collections::BTreeMap<String, usize> = Default::default();
+    for d in &ours {
+        let how = d["resolution"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("open ({})", d["state"].as_str().unwrap_or("?")));
+        *by.entry(format!("L{} {how}", d["level"])).or_default() += 1;
+    }
+    println!(
+        "
+{} debate(s) between the financial and strategy analysts on the operating margin:",
+        ours.len()
+    );
+    for (k, n) in by {
+        println!("  {n:>3} × {k}");
+    }
+    if let Ok(load) = client.call("facilitator", "expert_load", json!({})).await {
+        println!("  expert load: {load}");
+    }
+    if let Some(p) = &reviewed.first_package {
+        println!(
+            "
+The first gate that needed a person (decision package):
+"
+        );
+        for line in p.lines() {
+            println!("  {line}");
+        }
+    }
+    if !reviewed.confirmed.is_empty() {
+        println!(
+            "
+the demo reviewer confirmed {} provisional decision(s) at the gates: {}",
+            reviewed.confirmed.len(),
+            reviewed.confirmed.join(", ")
+        );
+    }
 }
 
 async fn write_reports(client: &Client, tickers: &[String]) -> anyhow::Result<PathBuf> {

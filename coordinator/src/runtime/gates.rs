@@ -41,6 +41,17 @@ pub enum GateOp {
         /// The decision.
         req: GateRequest,
     },
+    /// A debate settled an assumption of the workflow.
+    Settle {
+        /// The workflow.
+        workflow_id: String,
+        /// The metric.
+        metric: String,
+        /// Its settled value.
+        value: f64,
+        /// Why (kept in the re-run record).
+        reason: String,
+    },
     /// Run tasks of a workflow again.
     Rerun {
         /// The workflow.
@@ -57,6 +68,7 @@ impl GateOp {
             GateOp::List { workflow_id, .. } => workflow_id.as_deref(),
             GateOp::Get { workflow_id }
             | GateOp::Decide { workflow_id, .. }
+            | GateOp::Settle { workflow_id, .. }
             | GateOp::Rerun { workflow_id, .. } => Some(workflow_id),
         }
     }
@@ -140,6 +152,30 @@ pub fn apply(
                 "renewed": out.renewed,
                 "workflow": workflow_json(rec, false),
             }))
+        }
+        GateOp::Settle {
+            workflow_id,
+            metric,
+            value,
+            reason,
+        } => {
+            let out = engine
+                .mutate(&workflow_id, |rec| {
+                    rec.settle_assumption(&metric, value, reason, "facilitator".into(), now)
+                })
+                .ok_or_else(|| unknown(&workflow_id))?;
+            match out {
+                Some(o) => {
+                    dirty.insert(workflow_id.clone());
+                    Ok(json!({
+                        "workflow_id": workflow_id,
+                        "rerun_id": o.rerun_id,
+                        "renewed": o.renewed,
+                        "newly_ready": o.newly_ready,
+                    }))
+                }
+                None => Ok(json!({ "workflow_id": workflow_id, "renewed": [] })),
+            }
         }
         GateOp::Rerun { workflow_id, req } => {
             let out = engine

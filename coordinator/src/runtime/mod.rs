@@ -16,6 +16,7 @@ pub mod leader;
 pub mod pause;
 pub mod pipelines;
 mod publish;
+pub mod resolutions;
 pub mod scheduler;
 pub mod store;
 
@@ -209,10 +210,20 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             tx.clone(),
             term.clone(),
         ));
+        let res_task = tokio::spawn(resolutions::run(
+            deps.js.clone(),
+            deps.subjects.clone(),
+            deps.config.worker.ack_wait,
+            deps.config.nats.request_timeout,
+            Dlq::new(deps.js.clone(), deps.subjects.clone()),
+            deps.config.max_body_bytes,
+            tx.clone(),
+            term.clone(),
+        ));
         drop(tx);
         sched.run(rx, term.clone()).await;
         *current.write().expect("scheduler slot") = None;
-        let _ = tokio::join!(cap_task, ev_task, ctl_task, stop);
+        let _ = tokio::join!(cap_task, ev_task, ctl_task, res_task, stop);
         if deps.shutdown.is_cancelled() {
             let _ = keeper.await;
             break;

@@ -390,3 +390,81 @@ fn two_open_gates_must_be_named() {
     rec.decide_gate(None, approve("x"), Utc::now()).unwrap();
     assert_eq!(rec.state, WorkflowState::Completed);
 }
+
+#[test]
+fn a_binding_resolution_reruns_what_used_another_value_and_what_followed() {
+    let mut rec = stock_with_gate();
+    for s in rec.stages.iter_mut().filter(|s| s.name == "valuation") {
+        s.params = json!({"impact": {"kind": "valuation", "inputs": ["operating_margin"],
+                                      "used": "/operating_margin_used"}});
+    }
+    for k in ["screening", "financial", "strategy"] {
+        complete(&mut rec, k, json!({}));
+    }
+    complete(
+        &mut rec,
+        "valuation",
+        json!({"operating_margin_used": 0.25}),
+    );
+    rec.decide_gate(None, approve("ana"), Utc::now()).unwrap();
+    complete(&mut rec, "report", json!({}));
+    assert_eq!(rec.state, WorkflowState::Completed);
+
+    // Same value as used: settled, nothing runs again.
+    let out = rec
+        .settle_assumption(
+            "operating_margin",
+            0.25,
+            "L1".into(),
+            "debate".into(),
+            Utc::now(),
+        )
+        .unwrap();
+    assert!(out.renewed.is_empty());
+    assert_eq!(rec.resolved_assumptions["operating_margin"], json!(0.25));
+    assert_eq!(rec.state, WorkflowState::Completed);
+    assert!(rec
+        .settle_assumption(
+            "operating_margin",
+            0.25,
+            "again".into(),
+            "debate".into(),
+            Utc::now()
+        )
+        .is_none());
+    // Another metric: nothing used it.
+    let out = rec
+        .settle_assumption("beta", 1.2, "L2".into(), "debate".into(), Utc::now())
+        .unwrap();
+    assert!(out.renewed.is_empty());
+
+    // A different value: valuation, then the report after it; not the gate.
+    let out = rec
+        .settle_assumption(
+            "operating_margin",
+            0.30,
+            "L2".into(),
+            "debate".into(),
+            Utc::now(),
+        )
+        .unwrap();
+    assert_eq!(
+        out.renewed,
+        vec!["valuation".to_string(), "report".to_string()]
+    );
+    assert_eq!(out.newly_ready, vec!["valuation".to_string()]);
+    assert_eq!(rec.state, WorkflowState::Running);
+    assert_eq!(rec.tasks["review"].state, TaskRunState::Completed);
+    let inputs = complete(
+        &mut rec,
+        "valuation",
+        json!({"operating_margin_used": 0.30}),
+    );
+    assert_eq!(
+        inputs["resolved_assumptions"]["operating_margin"],
+        json!(0.30)
+    );
+    complete(&mut rec, "report", json!({}));
+    assert_eq!(rec.state, WorkflowState::Completed);
+    assert_eq!(rec.reruns.last().unwrap().groups.len(), 2);
+}

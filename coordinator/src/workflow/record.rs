@@ -161,6 +161,24 @@ pub struct TaskRecord {
     pub held: bool,
 }
 
+impl TaskRecord {
+    /// Starts the task over as a new attempt, waiting for its dependencies:
+    /// the old attempt's late events become stale and the next dispatch
+    /// gets a fresh de-duplication id. Attempts so far no longer count
+    /// against the retry policy.
+    pub fn new_attempt(&mut self) {
+        self.attempt_base = self.attempt;
+        self.attempt += 1;
+        self.state = TaskRunState::Waiting;
+        self.worker_id = None;
+        self.dispatched_at = None;
+        self.started_at = None;
+        self.finished_at = None;
+        self.not_before = None;
+        self.overdue = false;
+    }
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }

@@ -303,15 +303,7 @@ impl WorkflowRecord {
                 t.state,
                 TaskRunState::Failed | TaskRunState::Dispatched | TaskRunState::Running
             ) {
-                t.attempt_base = t.attempt;
-                t.attempt += 1;
-                t.state = TaskRunState::Waiting;
-                t.worker_id = None;
-                t.dispatched_at = None;
-                t.started_at = None;
-                t.finished_at = None;
-                t.not_before = None;
-                t.overdue = false;
+                t.new_attempt();
                 renewed.push(k.clone());
             }
         }

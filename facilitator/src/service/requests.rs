@@ -121,6 +121,12 @@ pub struct DebateSummary {
     pub challenged: String,
     /// Priority class.
     pub priority: String,
+    /// The workflow it belongs to, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow_id: Option<String>,
+    /// The item concerned, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub item: Option<String>,
     /// Level 1..=5.
     pub level: u8,
     /// State.
@@ -158,6 +164,8 @@ impl DebateSummary {
             challenger: d.challenge.challenger.clone(),
             challenged: d.challenge.challenged.clone(),
             priority: d.challenge.priority.as_str().to_string(),
+            workflow_id: d.challenge.workflow_id.clone(),
+            item: d.challenge.item.clone(),
             level: d.level,
             state: d.state.as_str().to_string(),
             deadline: d.deadline,

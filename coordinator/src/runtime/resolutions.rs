@@ -1,0 +1,259 @@
+//! Debates feed the analyses that depend on them: the coordinator consumes
+//! the facilitator's `debate_resolution` events (`caucus.debates.*.resolution`,
+//! durable consumer `coordinator-resolutions`) and, for a binding resolution
+//! of a debate that belongs to one of its workflows, settles the assumption
+//! and re-runs each completed task that used another value (see
+//! [`crate::workflow::WorkflowRecord::settle_assumption`]).
+//!
+//! Provisional (level-4) resolutions change nothing here: the pipeline goes
+//! on with the conservative default until a person reviews it at a gate.
+//! Handling is idempotent (a task that already used the settled value is
+//! not re-run), so a redelivered event or one for a review the coordinator
+//! itself forwarded (`coordinator.gate_review`) does no harm.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, AckKind};
+use async_nats::Client;
+use futures::StreamExt;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use caucus_shared::envelope::{DecodeError, Envelope, MessageType};
+use caucus_shared::messages::DebateResolution;
+use caucus_shared::nats::api::{api_request, CODE_NO_RESPONDERS};
+use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
+use caucus_shared::subjects::{StreamKind, Subjects};
+
+use super::gates::GateOp;
+use super::gates_api::call;
+use super::scheduler::SchedulerHandle;
+
+/// Durable name of the consumer.
+pub const RESOLUTIONS_CONSUMER: &str = "coordinator-resolutions";
+
+/// A binding resolution worth applying: (debate, metric, value, summary).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settled {
+    /// The debate.
+    pub debate_id: String,
+    /// The settled metric.
+    pub metric: String,
+    /// Its value.
+    pub value: f64,
+    /// For the re-run record.
+    pub reason: String,
+}
+
+/// Decodes a resolution event; `Ok(None)` when it settles nothing numeric
+/// (provisional, no position, no metric, a text value).
+pub fn decode(bytes: &[u8], max: usize) -> Result<Option<Settled>, DecodeError> {
+    let env = Envelope::decode(bytes, max)?;
+    if env.message_type != MessageType::DebateResolution {
+        return Ok(None);
+    }
+    let r: DebateResolution = env.content_as()?;
+    if r.provisional {
+        return Ok(None);
+    }
+    let Some(p) = r.position else { return Ok(None) };
+    let Some(metric) = p.metric.clone() else {
+        return Ok(None);
+    };
+    let value = match &p.value {
+        Some(Value::Number(n)) => n.as_f64(),
+        Some(Value::String(s)) => {
+            let t = s.trim();
+            match t.strip_suffix('%') {
+                Some(x) => x.trim().parse::<f64>().ok().map(|v| v / 100.0),
+                None => t.trim_start_matches('$').parse().ok(),
+            }
+        }
+        _ => None,
+    };
+    let Some(value) = value.filter(|v| v.is_finite()) else {
+        return Ok(None);
+    };
+    Ok(Some(Settled {
+        reason: format!(
+            "debate {} resolved at level {}: {} ({metric} = {value})",
+            r.debate_id, r.level, p.statement
+        ),
+        debate_id: r.debate_id,
+        metric,
+        value,
+    }))
+}
+
+async fn ensure_consumer(
+    js: &jetstream::Context,
+    subjects: &Subjects,
+    ack_wait: Duration,
+) -> Result<jetstream::consumer::PullConsumer, String> {
+    let stream = subjects.stream(StreamKind::Debates);
+    let cfg = pull::Config {
+        durable_name: Some(RESOLUTIONS_CONSUMER.into()),
+        description: Some("debate resolutions that settle workflow assumptions".into()),
+        // A wildcard, written out: `Subjects::debates` would encode the `*`.
+        filter_subject: format!("{}.debates.*.resolution", subjects.prefix()),
+        ack_policy: AckPolicy::Explicit,
+        ack_wait,
+        max_ack_pending: 100,
+        ..Default::default()
+    };
+    js.create_consumer_on_stream(cfg, &stream)
+        .await
+        .map_err(|e| format!("consumer {RESOLUTIONS_CONSUMER} on {stream}: {e}"))
+}
+
+/// What became of one event.
+enum Handled {
+    Done,
+    Retry,
+}
+
+async fn apply(
+    client: &Client,
+    subjects: &Subjects,
+    timeout: Duration,
+    scheduler: &SchedulerHandle,
+    s: Settled,
+) -> Handled {
+    let debate = match api_request(
+        client,
+        subjects,
+        "facilitator",
+        "debate",
+        &json!({"debate_id": s.debate_id}),
+        timeout,
+    )
+    .await
+    {
+        Ok(d) => d,
+        Err(e) if e.code == "not_found" => return Handled::Done,
+        Err(e) => {
+            if e.code != CODE_NO_RESPONDERS {
+                tracing::warn!(debate_id = %s.debate_id, error = %e, "cannot read the debate; will retry");
+            }
+            return Handled::Retry;
+        }
+    };
+    let Some(wf) = debate["challenge"]["workflow_id"].as_str() else {
+        return Handled::Done;
+    };
+    let op = GateOp::Settle {
+        workflow_id: wf.to_string(),
+        metric: s.metric.clone(),
+        value: s.value,
+        reason: s.reason.clone(),
+    };
+    match call(scheduler, op).await {
+        Ok(v) => {
+            let renewed = v["renewed"].as_array().map(|a| a.len()).unwrap_or(0);
+            if renewed > 0 {
+                tracing::info!(workflow_id = wf, debate_id = %s.debate_id, metric = %s.metric, value = s.value, renewed, "debate resolution re-runs tasks");
+            }
+            Handled::Done
+        }
+        // Not this coordinator's workflow, or already finished for good.
+        Err(e) if e.code == "not_found" || e.code == "workflow_finished" => Handled::Done,
+        Err(e) => {
+            tracing::warn!(workflow_id = wf, error = %e, "resolution not applied; will retry");
+            Handled::Retry
+        }
+    }
+}
+
+/// Runs until `shutdown`.
+#[allow(clippy::too_many_arguments)]
+pub async fn run(
+    js: jetstream::Context,
+    subjects: Subjects,
+    ack_wait: Duration,
+    request_timeout: Duration,
+    dlq: Dlq,
+    max_bytes: usize,
+    scheduler: SchedulerHandle,
+    shutdown: CancellationToken,
+) {
+    let client = js.client();
+    let consumer = loop {
+        match ensure_consumer(&js, &subjects, ack_wait).await {
+            Ok(c) => break c,
+            Err(e) => {
+                tracing::warn!(error = %e, "resolutions consumer unavailable; retrying");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                }
+            }
+        }
+    };
+    loop {
+        let mut messages = match consumer.messages().await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(error = %e, "resolutions consumer unavailable; retrying");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => continue,
+                }
+            }
+        };
+        loop {
+            let next = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                m = messages.next() => m,
+            };
+            let Some(next) = next else { break };
+            let Ok(msg) = next else { continue };
+            let Some(settled) = decode_or_dead_letter(&dlq, &msg, max_bytes, decode).await else {
+                continue;
+            };
+            let outcome = match settled {
+                None => Handled::Done,
+                Some(s) => apply(&client, &subjects, request_timeout, &scheduler, s).await,
+            };
+            match outcome {
+                Handled::Done => {
+                    let _ = msg.ack().await;
+                }
+                Handled::Retry => {
+                    let _ = msg
+                        .ack_with(AckKind::Nak(Some(Duration::from_secs(2))))
+                        .await;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(provisional: bool, value: Value) -> Vec<u8> {
+        json!({"message_type": "debate_resolution", "from_agent": "facilitator",
+            "content": {"debate_id": "D1", "level": 2, "method": "credibility",
+                        "provisional": provisional,
+                        "position": {"statement": "28% operating margin", "metric": "operating_margin", "value": value}}})
+        .to_string()
+        .into_bytes()
+    }
+
+    #[test]
+    fn binding_numeric_resolutions_settle_and_others_do_not() {
+        let s = decode(&event(false, json!(0.28)), 1 << 20)
+            .unwrap()
+            .unwrap();
+        assert_eq!((s.metric.as_str(), s.value), ("operating_margin", 0.28));
+        assert!(s.reason.contains("level 2"), "{}", s.reason);
+        let s = decode(&event(false, json!("28%")), 1 << 20)
+            .unwrap()
+            .unwrap();
+        assert!((s.value - 0.28).abs() < 1e-12);
+        assert_eq!(decode(&event(true, json!(0.25)), 1 << 20).unwrap(), None);
+        assert_eq!(decode(&event(false, json!("high")), 1 << 20).unwrap(), None);
+        assert!(decode(b"{not json", 1 << 20).is_err());
+    }
+}
