@@ -1,5 +1,6 @@
 //! Plugs the built-in analysts into the handler: their findings become
-//! `finding` contents about the task's item.
+//! `finding` contents about the task's item. Level review tasks go to the
+//! built-in reviewer.
 
 use std::sync::Arc;
 
@@ -15,6 +16,9 @@ pub fn analysts_over(data: Arc<Dataset>) -> BuiltinFn {
     Arc::new(move |task: &TaskDispatch| {
         if let Some(r) = crate::research::run(task) {
             return r.map(HandlerOutput::plain);
+        }
+        if crate::reviewer::is_review_task(task) {
+            return crate::reviewer::review(task).map(HandlerOutput::plain);
         }
         let out = analysts::run(&task.agent_type, task, &data)
             .map_err(|e| e.to_task_error(Some(data.origin())))?;

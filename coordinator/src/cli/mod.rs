@@ -6,6 +6,7 @@ mod client;
 mod debates;
 mod demo;
 mod gate;
+mod level_review;
 mod pause;
 mod plan;
 mod render;

@@ -190,6 +190,9 @@ pub async fn status(
                     t["worker_id"].as_str().unwrap_or("")
                 );
             }
+            for line in super::level_review::level_review_lines(w) {
+                println!("    {line}");
+            }
         }
     }
     let u = utilisation(&st);

@@ -648,3 +648,29 @@ fn an_agent_asking_for_a_person_pauses_the_run_at_tier_three() {
         "{a:?}"
     );
 }
+
+#[test]
+fn research_runs_have_no_level_reviews_so_a_failed_stream_cannot_hold_them() {
+    use crate::workflow::{LevelReviewMode, LevelReviewPolicy};
+    let policy = LevelReviewPolicy::resolve(
+        None,
+        &Default::default(),
+        LevelReviewMode::Always,
+        "reviewer",
+    )
+    .unwrap();
+    let mut r = instantiate("w".into(), "t".into(), "p".into(), stages(), UNIT_MS, t0())
+        .with_level_review(policy);
+    assert!(attach(&mut r, None, &settings(), t0()).unwrap());
+    assert!(r.level_review.is_none());
+    for i in [0u32, 1, 2, 3] {
+        finish(&mut r, &format!("discover#{i}"), sources(i + 1, 5), ms(100));
+    }
+    let o = fail_stream(&mut r, "discover#4", ms(100));
+    assert_eq!(
+        o,
+        EventOutcome::Failed(RetryDecision::Isolated {
+            newly_ready: vec!["consolidate".into()]
+        })
+    );
+}

@@ -288,6 +288,10 @@ pub fn attach(
             settings.stagger.as_millis()
         ),
     );
+    // The phases are barriers with their own quality gates, and a failed
+    // stream never completes its level: dependency-level reviews (seed
+    // 002) would hold the run forever, so research runs have none.
+    rec.level_review = None;
     rec.research = Some(state);
     Ok(true)
 }

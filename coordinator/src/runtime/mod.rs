@@ -271,6 +271,10 @@ fn leader_only(slot: &SharedScheduler) -> Result<SchedulerHandle, caucus_shared:
 pub fn routes(svc: &mut caucus_shared::service::Service, slot: SharedScheduler) {
     let ctx = svc.context().clone();
     let unit = ctx.config.coordinator.time_unit;
+    let review_defaults = (
+        ctx.config.coordinator.level_review_mode,
+        ctx.config.coordinator.level_review_agent.clone(),
+    );
     let research: crate::research::ResearchSettings = (&ctx.config.coordinator).into();
     {
         let slot = slot.clone();
@@ -278,7 +282,10 @@ pub fn routes(svc: &mut caucus_shared::service::Service, slot: SharedScheduler) 
         svc.route("submit", move |body| {
             let slot = slot.clone();
             let clock = clock.clone();
-            async move { api::submit(body, || leader_only(&slot), clock, unit, research).await }
+            let review = review_defaults.clone();
+            async move {
+                api::submit(body, || leader_only(&slot), clock, unit, review, research).await
+            }
         });
     }
     {

@@ -188,6 +188,7 @@ pub fn instantiate(
         pause: None,
         pause_count: 0,
         research: None,
+        level_review: None,
         resolved_assumptions: BTreeMap::new(),
         reruns: Vec::new(),
         auto_approve_gates: false,

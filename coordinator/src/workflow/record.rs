@@ -9,7 +9,7 @@ use serde_json::Value;
 use caucus_shared::task::TaskError;
 
 use super::gate::{GateState, RerunRecord};
-use super::{PauseInfo, StageDef};
+use super::{LevelReviewState, PauseInfo, StageDef};
 
 /// Version of the stored record.
 pub const WORKFLOW_SCHEMA_VERSION: u32 = 1;
@@ -219,6 +219,10 @@ pub struct WorkflowRecord {
     /// Pauses so far (numbers checkpoints and alert ids).
     #[serde(default)]
     pub pause_count: u32,
+    /// The level review gate: settings and per-level outcomes (absent on
+    /// records from before reviews existed: no gate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level_review: Option<LevelReviewState>,
     /// Assumptions settled by debates or by a person at a gate; every task
     /// dispatched from now on gets them as `inputs.resolved_assumptions`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

@@ -141,6 +141,9 @@ impl WorkflowRecord {
             };
             out.insert(dep.clone(), v);
         }
+        if let Some((k, v)) = self.level_review_input(&stage.name) {
+            out.insert(k.to_string(), v);
+        }
         // Settled assumptions (debates, gate overrides) win over what the
         // task's own analysis would assume.
         if !self.resolved_assumptions.is_empty() {
@@ -323,8 +326,11 @@ impl WorkflowRecord {
         }
     }
 
-    /// Waiting tasks whose dependencies all completed become ready.
+    /// Waiting tasks whose dependencies all completed (and, with level
+    /// reviews, whose earlier levels passed their review gate) become
+    /// ready; a completed level may first get its review task.
     pub(crate) fn promote_waiting(&mut self) -> Vec<String> {
+        let (reviews, levels) = self.advance_level_reviews();
         let done = |rec: &WorkflowRecord, stage: &str| match &rec.research {
             // A research stage is done when its quality gate passed.
             Some(r) => r.passed.contains(stage),
@@ -341,6 +347,7 @@ impl WorkflowRecord {
             .filter(|(_, t)| {
                 self.stage(&t.stage)
                     .is_some_and(|s| s.depends_on.iter().all(|d| done(self, d)))
+                    && self.level_gate_open(&t.stage, &levels)
             })
             .map(|(k, _)| k.clone())
             .collect();
@@ -349,6 +356,8 @@ impl WorkflowRecord {
                 t.state = TaskRunState::Ready;
             }
         }
+        let mut promote = promote;
+        promote.extend(reviews);
         promote
     }
 
