@@ -198,6 +198,7 @@ async fn the_builtin_pipeline_holds_at_its_gate_until_a_person_approves() {
     .await
     .unwrap();
     assert_eq!(r["decision"]["decided_by"], "ana");
+    assert_eq!(r["persisted"], true, "stored before the reply");
     assert!(r["decision"]["response_ms"].as_i64().unwrap() >= 300);
     assert_eq!(r["newly_ready"], json!(["report"]));
     let done = wait_state(&api, wf, "completed").await;

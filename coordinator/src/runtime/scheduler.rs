@@ -263,6 +263,11 @@ impl Scheduler {
                         "pause/resume is not enabled on this scheduler",
                     )),
                 };
+                // Stored before the caller hears "done": a crash right
+                // after the reply must not lose a person's command.
+                if r.is_ok() {
+                    self.persist().await;
+                }
                 let _ = reply.send(r);
             }
             Command::Gate { op, reply } => {
@@ -278,7 +283,17 @@ impl Scheduler {
                 {
                     self.auto_pending.remove(&(workflow_id.clone(), g.clone()));
                 }
-                let r = super::gates::apply(op, &mut self.engine, &mut self.dirty, now);
+                let id = op.workflow_id().map(str::to_string);
+                let mut r = super::gates::apply(op, &mut self.engine, &mut self.dirty, now);
+                // A decision is stored before it is confirmed; if the store
+                // is down it stays in memory, is retried, and the reply
+                // says `persisted: false`.
+                if let (Ok(Value::Object(m)), Some(id)) = (&mut r, id) {
+                    if self.dirty.contains(&id) {
+                        self.persist().await;
+                        m.insert("persisted".into(), json!(!self.dirty.contains(&id)));
+                    }
+                }
                 let _ = reply.send(r);
             }
             Command::Poke => {}
