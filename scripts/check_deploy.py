@@ -235,7 +235,12 @@ FULL_VALUES = {
     },
     "redis": {"existingSecret": "caucus-redis"},
     "services": {"coordinator": {"replicas": 2}},
-    "workers": {"valuation": {"slots": 2}, "report": {"enabled": False}},
+    # research_discovery: an agent type with `_`, which names must not carry.
+    "workers": {
+        "valuation": {"slots": 2},
+        "report": {"enabled": False},
+        "research_discovery": {"enabled": True},
+    },
     "extraEnv": [{"name": "RUST_LOG", "value": "info,caucus=debug"}],
     "config": 'shutdown_grace = "20s"\n\n[worker]\nlease_ttl = "15s"\n',
     "imagePullSecrets": [{"name": "registry"}],
@@ -299,6 +304,14 @@ def check_helm_objects(label: str, objs: list[dict], keda: bool) -> None:
     for a in want:
         if not any(n.endswith(f"-worker-{a}") for n in workers):
             fail(f"helm ({label}): no worker Deployment for {a}")
+    if label == "full":
+        rd = [d for n, d in workers.items() if n.endswith("-worker-research-discovery")]
+        if len(rd) != 1:
+            fail(f"helm ({label}): no DNS-safe worker Deployment for research_discovery")
+        else:
+            env = {e["name"]: e.get("value") for e in rd[0]["spec"]["template"]["spec"]["containers"][0]["env"]}
+            if env.get("CAUCUS_WORKER_AGENTS") != "research_discovery":
+                fail(f"helm ({label}): research worker runs {env.get('CAUCUS_WORKER_AGENTS')!r}")
     for s in SERVICES:
         if not any(n.endswith(f"-{s}") for n in deployments):
             fail(f"helm ({label}): no Deployment for {s}")
@@ -324,7 +337,9 @@ def check_helm_objects(label: str, objs: list[dict], keda: bool) -> None:
     scaled = by_kind.get("ScaledObject", {})
     if keda:
         for name, d in workers.items():
-            agent = name.rsplit("-worker-", 1)[1]
+            # The agent type as the worker runs it (names swap `_` for `-`).
+            env = {e["name"]: e.get("value") for e in d["spec"]["template"]["spec"]["containers"][0]["env"]}
+            agent = env.get("CAUCUS_WORKER_AGENTS") or name.rsplit("-worker-", 1)[1]
             so = scaled.get(name)
             if so is None:
                 fail(f"helm ({label}): no ScaledObject for {name}")

@@ -6,6 +6,7 @@
 //! - [`engine`]: scheduling many workflows within capacity.
 //! - [`runtime`]: the process: KV state, events, dispatch, control API.
 //! - [`patterns`]: the six coordination patterns over real workers.
+//! - [`research`]: the deep-research phases, gates, isolation and audit.
 //! - [`cli`]: the `caucus` command-line client.
 
 pub mod cli;
@@ -13,5 +14,6 @@ pub mod engine;
 pub mod patterns;
 pub mod pipeline;
 pub mod planner;
+pub mod research;
 pub mod runtime;
 pub mod workflow;

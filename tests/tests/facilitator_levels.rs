@@ -477,3 +477,33 @@ async fn messages_citing_another_snapshot_are_rejected_with_a_clear_error() {
         .unwrap();
     assert_eq!(ok["debate"]["state"], "awaiting_evidence");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evidence_without_a_verdict_times_out_to_level2() {
+    let stack = Stack::start();
+    let _f = facilitator(
+        &stack,
+        &[
+            ("CAUCUS_FACILITATOR_ACK_TIMEOUT", "30s"),
+            ("CAUCUS_FACILITATOR_EVIDENCE_TIMEOUT", "1500ms"),
+            ("CAUCUS_FACILITATOR_VERDICT_GRACE", "300ms"),
+        ],
+    );
+    let c = Client::connect(&stack).await;
+    let _s = Agent::start(&c, S, Flush::Now).await;
+    let _a = Agent::start(&c, F, Flush::Now).await;
+    let d = open(&c, "CH-VT", "valuation", S, F).await;
+    let snapshot = snap(&d);
+    // Acknowledged and evidenced in time; the challenger never answers.
+    ack_evidence(&c, "CH-VT", &snapshot, None).await;
+    let d = c
+        .wait_debate("CH-VT", "level 2 or later", WAIT, |d| {
+            d["level"].as_u64().unwrap_or(0) >= 2
+        })
+        .await;
+    let esc = c.events("CH-VT", "escalation").await;
+    assert_eq!(esc[0]["content"]["from_level"], 1);
+    assert_eq!(esc[0]["content"]["to_level"], 2);
+    assert_eq!(esc[0]["content"]["reason"], "verdict_timeout", "{}", esc[0]);
+    assert!(d["evidence"].as_array().is_some_and(|e| !e.is_empty()));
+}

@@ -198,6 +198,7 @@ async fn the_builtin_pipeline_holds_at_its_gate_until_a_person_approves() {
     .await
     .unwrap();
     assert_eq!(r["decision"]["decided_by"], "ana");
+    assert_eq!(r["persisted"], true, "stored before the reply");
     assert!(r["decision"]["response_ms"].as_i64().unwrap() >= 300);
     assert_eq!(r["newly_ready"], json!(["report"]));
     let done = wait_state(&api, wf, "completed").await;
@@ -456,6 +457,21 @@ async fn the_seed_override_example_reruns_exactly_the_affected_tasks() {
     assert_eq!(n("peer_comparison"), 1);
     assert_eq!(n("financial"), 1);
     assert_eq!(n("report"), 1);
+    // The override fed both agents' track records: strategy's 30 % was
+    // closer to the person's 28 %; financial's applied 25 % was overridden.
+    let fin = fac
+        .call("credibility", json!({"agent": "financial"}))
+        .await
+        .unwrap();
+    assert_eq!(fin["total_records"], 1, "{fin}");
+    assert_eq!(fin["override_rate"], 1.0, "{fin}");
+    let strat = fac
+        .call("credibility", json!({"agent": "strategy"}))
+        .await
+        .unwrap();
+    assert_eq!(strat["total_records"], 1, "{strat}");
+    assert_eq!(strat["overall_accuracy"], 1.0, "{strat}");
+
     // A later debate on the same margin cites this one as a precedent
     // (resolved before its snapshot, overridden by a person).
     let mut ch = facilitator_common::challenge("CH-NEXT", "supporting", "strategy", "financial");

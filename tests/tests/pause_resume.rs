@@ -40,10 +40,17 @@ async fn pause_mid_run_checkpoints_reminds_and_resumes_without_rerun() {
     let id = ids[0].clone();
 
     // Resuming a running workflow is an illegal transition.
-    eventually("y to run", Duration::from_secs(20), || async {
-        let w = api.status(&ids).await.pop()?;
-        (w["tasks"]["y"]["state"] == "running").then_some(())
-    })
+    // Pause while y (1.5 s) runs and its sibling z has finished; waiting
+    // for both keeps a loaded machine from pausing before z ran at all.
+    eventually(
+        "y to run and z to finish",
+        Duration::from_secs(20),
+        || async {
+            let w = api.status(&ids).await.pop()?;
+            (w["tasks"]["y"]["state"] == "running" && w["tasks"]["z"]["state"] == "completed")
+                .then_some(())
+        },
+    )
     .await;
     let e = call(&api, "resume", json!({"workflow_id": id}))
         .await

@@ -1,7 +1,7 @@
 //! Plugs the built-in analysts into the handler: their findings become
 //! `finding` contents about the task's item, their challenges `challenge`
 //! envelopes for the facilitator; the `macro` agent's broadcasts go to
-//! `caucus.msg.all`.
+//! `caucus.msg.all`. Level review tasks go to the built-in reviewer.
 
 use std::sync::Arc;
 
@@ -24,6 +24,12 @@ pub fn analysts_with(data: Arc<Dataset>, settings: Settings) -> BuiltinFn {
     Arc::new(move |task: &TaskDispatch| {
         if task.agent_type == macro_agent::AGENT_TYPE {
             return macro_agent::run(task).map_err(|e| e.to_task_error(None));
+        }
+        if let Some(r) = crate::research::run(task) {
+            return r.map(HandlerOutput::plain);
+        }
+        if crate::reviewer::is_review_task(task) {
+            return crate::reviewer::review(task).map(HandlerOutput::plain);
         }
         let out = analysts::run_with(&task.agent_type, task, &data, &settings)
             .map_err(|e| e.to_task_error(Some(data.origin())))?;

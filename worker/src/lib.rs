@@ -3,6 +3,8 @@
 //!
 //! - [`handler`]: what runs a task (built-in analysts, `exec:`, `http:`, no-op).
 //! - [`analysts`]: the built-in deterministic analysts and their data set.
+//! - [`research`]: the built-in deterministic research agents.
+//! - [`reviewer`]: the built-in level reviewer (any `level_review` task).
 //! - [`runtime`]: registration, leases, pulling, reporting.
 //! - [`messages`]: broadcasts (market regime) and built-in agents' inboxes
 //!   (flush requests, debates).
@@ -13,4 +15,6 @@ pub mod builtin;
 pub mod handler;
 pub mod macro_agent;
 pub mod messages;
+pub mod research;
+pub mod reviewer;
 pub mod runtime;

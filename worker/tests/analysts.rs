@@ -869,3 +869,26 @@ fn every_analyst_notes_the_regime_it_ran_under() {
         f64_at(&p["screening"].output, "/score") < f64_at(&plain["screening"].output, "/score")
     );
 }
+
+/// A level review in the inputs is context, not an upstream stage: the
+/// analysts run unchanged and carry it nowhere.
+#[test]
+fn a_level_review_input_is_not_an_upstream_stage() {
+    let review: BTreeMap<String, Value> = [(
+        "level_review".to_string(),
+        json!({"level": 0, "conflicts": [], "summary": "fine",
+               "fixes_applied": [], "warnings_for_next_level": ["x"], "duration_ms": 3}),
+    )]
+    .into();
+    let with = pipeline_with("AAPL", &review, Value::Null);
+    let without = pipeline("AAPL");
+    for stage in known_agent_types() {
+        assert_eq!(
+            with[*stage].output, without[*stage].output,
+            "{stage} changed by a level review input"
+        );
+        assert!(with[*stage].output["upstream"]
+            .get("level_review")
+            .is_none());
+    }
+}

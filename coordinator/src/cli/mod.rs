@@ -1,11 +1,13 @@
 //! The `caucus` command-line client: talks to the services over the control
 //! API (`caucus.api.<service>.<operation>`), so it needs only NATS.
 
+mod audit;
 mod broadcast;
 mod client;
 mod debates;
 mod demo;
 mod gate;
+mod level_review;
 mod pause;
 mod plan;
 mod render;
@@ -123,6 +125,11 @@ pub enum Command {
     },
     /// Registered workers, slots, queue depth and the live bottleneck.
     Workers,
+    /// The audit trail of a research run: `timestamp | agent | action | result`.
+    Audit {
+        /// Workflow id.
+        workflow: String,
+    },
     /// The report of a finished workflow (by id or item).
     Result {
         /// Workflow id or item.
@@ -233,6 +240,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Batch { command } => pause::batch(&client, command, cli.json).await,
         Command::Workers => workers::run(&client, cli.json).await,
         Command::Result { target } => submit::result(&client, &target).await,
+        Command::Audit { workflow } => audit::run(&client, &workflow, cli.json).await,
         Command::Health { service } => client.health(&service).await,
         Command::Run(args) => run::run(&client, &args, cli.json).await,
         Command::Demo { tickers, unit_ms } => demo::run(&client, &config, tickers, unit_ms).await,

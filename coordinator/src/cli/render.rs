@@ -25,6 +25,9 @@ pub fn workflow_line(w: &Value) -> String {
         w["state"].as_str().unwrap_or("?"),
         &w["workflow_id"].as_str().unwrap_or("?"),
     );
+    if let Some(p) = w["research"]["phase"].as_str() {
+        line.push_str(&format!("  phase {p}"));
+    }
     if let Some(o) = w["overdue_tasks"].as_array().filter(|o| !o.is_empty()) {
         let names: Vec<&str> = o.iter().filter_map(Value::as_str).collect();
         line.push_str(&format!("  overdue: {}", names.join(",")));
@@ -68,4 +71,58 @@ pub fn utilisation(status: &Value) -> String {
         }
     }
     parts.join(" | ")
+}
+
+/// A research run's streams, gates and refused writes, one per line.
+pub fn research_lines(w: &Value) -> Vec<String> {
+    let r = &w["research"];
+    if r.is_null() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (n, s) in r["streams"].as_object().into_iter().flatten() {
+        let mut l = format!(
+            "stream-{n:<2} {:<12} {} sources",
+            s["state"].as_str().unwrap_or("?"),
+            s["sources"]
+        );
+        if let Some(p) = s["progress"].as_str() {
+            l.push_str(&format!("  progress {p}"));
+        }
+        if let (Some(eta), "running") = (s["eta"].as_str(), s["state"].as_str().unwrap_or("")) {
+            l.push_str(&format!("  eta {eta}"));
+        }
+        if let Some(e) = s["error"].as_str() {
+            l.push_str(&format!("  ({e})"));
+        }
+        out.push(l);
+    }
+    let phases = [
+        "DISCOVERING",
+        "CONSOLIDATING",
+        "VALIDATING",
+        "ANALYZING",
+        "SYNTHESIZING",
+    ];
+    for (phase, g) in phases
+        .iter()
+        .map(|p| (p, &r["gates"][p]))
+        .filter(|(_, g)| !g.is_null())
+    {
+        let reasons: Vec<&str> = g["reasons"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let mut l = format!("gate {phase:<13} {}", g["verdict"].as_str().unwrap_or("?"));
+        if !reasons.is_empty() {
+            l.push_str(&format!(": {}", reasons.join("; ")));
+        }
+        out.push(l);
+    }
+    if let Some(n) = r["refused_count"].as_u64().filter(|n| *n > 0) {
+        out.push(format!("{n} write(s) refused outside their key space"));
+    }
+    out
 }

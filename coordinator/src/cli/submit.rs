@@ -177,6 +177,9 @@ pub async fn status(
     }
     for w in &wfs {
         println!("{}", workflow_line(w));
+        for line in super::render::research_lines(w) {
+            println!("    {line}");
+        }
         if let Some(t) = w["tasks"].as_object() {
             for (k, t) in t {
                 println!(
@@ -186,6 +189,9 @@ pub async fn status(
                     t["attempt"],
                     t["worker_id"].as_str().unwrap_or("")
                 );
+            }
+            for line in super::level_review::level_review_lines(w) {
+                println!("    {line}");
             }
         }
     }
@@ -245,7 +251,11 @@ fn print_report(w: &Value) -> anyhow::Result<i32> {
 
 /// The markdown report in a workflow's `report` task output, if any.
 pub fn report_of(w: &Value) -> Option<String> {
-    let out = &w["tasks"]["report"]["output"];
+    // A research run's report is its SYNTHESIZING stage's output.
+    let stage = w["research"]["phase_stages"]["SYNTHESIZING"]
+        .as_str()
+        .unwrap_or("report");
+    let out = &w["tasks"][stage]["output"];
     out["markdown"]
         .as_str()
         .or_else(|| out["report"].as_str())

@@ -212,6 +212,12 @@ impl Engine {
             EventOutcome::Failed(RetryDecision::Halt { .. }) => {
                 finished_attempt(self);
             }
+            EventOutcome::Failed(RetryDecision::Isolated { newly_ready }) => {
+                finished_attempt(self);
+                for k in newly_ready.clone() {
+                    self.enqueue(&ev.workflow_id, &k);
+                }
+            }
         }
         if before.accepts_dispatch() && !after.accepts_dispatch() {
             self.unqueue(&ev.workflow_id);

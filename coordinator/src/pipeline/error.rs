@@ -117,6 +117,12 @@ pub enum PipelineError {
         /// What is wrong with it.
         message: String,
     },
+    /// The pipeline's `level_review` table cannot work.
+    #[error("level_review: {message}")]
+    InvalidLevelReview {
+        /// What is wrong with it.
+        message: String,
+    },
     /// Planning was asked for zero items.
     #[error("no items to plan")]
     NoItems,

@@ -5,11 +5,13 @@
 mod builtin;
 mod error;
 mod graph;
+mod level_review;
 mod spec;
 mod validate;
 
 pub use builtin::{builtin, builtin_names};
 pub use error::PipelineError;
 pub use graph::StageGraph;
+pub use level_review::{LevelReviewSpec, LEVEL_REVIEW_INPUT};
 pub use spec::{PipelineSpec, RetryPolicy, StageKind, StageSpec, SPEC_SCHEMA_VERSION};
 pub use validate::{check_capacity_overrides, is_valid_token, validate, validate_graph};

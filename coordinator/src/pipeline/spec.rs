@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::PipelineError;
+use super::{LevelReviewSpec, PipelineError};
 
 /// Current version of the spec format.
 pub const SPEC_SCHEMA_VERSION: u32 = 1;
@@ -36,6 +36,10 @@ pub struct PipelineSpec {
     /// The stages, in declaration order (which also breaks scheduling ties).
     #[serde(default)]
     pub stages: Vec<StageSpec>,
+    /// Review gate between dependency levels; absent = the coordinator's
+    /// configured default (docs/LEVEL-REVIEW.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level_review: Option<LevelReviewSpec>,
 }
 
 /// One stage of a pipeline.

@@ -130,6 +130,7 @@ pub fn validate_graph(
     if let Some(t) = spec.timeout {
         check_timeout(&spec.name, t)?;
     }
+    super::level_review::check(spec, known_agents)?;
     Ok(graph)
 }
 

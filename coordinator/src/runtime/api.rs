@@ -14,7 +14,7 @@ use caucus_shared::subjects::encode_token;
 use super::pipelines::{resolve, stages_of};
 use super::scheduler::{Command, SchedulerHandle, StatusFilter, SCHEDULER_REPLY_TIMEOUT};
 use crate::planner;
-use crate::workflow::{instantiate, WorkflowRecord};
+use crate::workflow::{instantiate, LevelReviewMode, LevelReviewPolicy, WorkflowRecord};
 
 /// Items per submit request, at most.
 pub const MAX_ITEMS: usize = 100_000;
@@ -70,16 +70,26 @@ fn check_items(items: &[String]) -> Result<(), ApiError> {
 }
 
 /// `coordinator.submit`: `{items, pipeline, time_unit_ms?}` → workflow ids.
+/// `review_defaults` are `coordinator.level_review_mode` / `_agent`.
 pub async fn submit(
     body: Value,
     scheduler: impl FnOnce() -> Result<SchedulerHandle, ApiError>,
     clock: SharedClock,
     default_unit: Duration,
+    review_defaults: (LevelReviewMode, String),
+    research: crate::research::ResearchSettings,
 ) -> Result<Value, ApiError> {
     let req: SubmitRequest = parse(body)?;
     check_items(&req.items)?;
     let spec = resolve(&req.pipeline)?;
     let stages = stages_of(&spec)?;
+    let review = LevelReviewPolicy::resolve(
+        spec.level_review.as_ref(),
+        &spec.capacities,
+        review_defaults.0,
+        &review_defaults.1,
+    )
+    .map_err(|e| ApiError::new("invalid_pipeline", e))?;
     let scheduler = scheduler()?;
     let unit_ms = req
         .time_unit_ms
@@ -97,11 +107,14 @@ pub async fn submit(
                 stages.clone(),
                 unit_ms,
                 now,
-            );
+            )
+            .with_level_review(review.clone());
             rec.auto_approve_gates = req.auto_approve_gates;
-            rec
+            crate::research::attach(&mut rec, spec.timeout, &research, now)
+                .map_err(|e| ApiError::new("invalid_pipeline", e.to_string()))?;
+            Ok(rec)
         })
-        .collect();
+        .collect::<Result<_, ApiError>>()?;
     let pairs: Vec<Value> = records
         .iter()
         .map(|r| json!({"workflow_id": r.workflow_id, "item": r.item}))
@@ -207,6 +220,12 @@ pub fn workflow_json(r: &WorkflowRecord, with_tasks: bool) -> Value {
     if !r.flags.is_empty() {
         m.insert("flags".into(), json!(r.flags));
         m.insert("reevaluate".into(), json!(true));
+    }
+    if let Some(research) = &r.research {
+        m.insert("research".into(), research.status_json());
+    }
+    if let Some(lr) = &r.level_review {
+        m.insert("level_review".into(), json!(lr));
     }
     let open = r.open_gate_keys();
     if !open.is_empty() {

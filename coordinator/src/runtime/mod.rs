@@ -16,7 +16,7 @@ pub mod gates_api;
 pub mod leader;
 pub mod pause;
 pub mod pipelines;
-mod publish;
+pub(crate) mod publish;
 pub mod resolutions;
 pub mod scheduler;
 pub mod store;
@@ -108,10 +108,11 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
     let cfg = &deps.config.coordinator;
     cfg.validate().map_err(CoordinatorError::Setup)?;
     // Set up concurrently: the API answers `standby` until this is done.
-    let (store, checkpoints_kv, batches_kv) = tokio::try_join!(
+    let (store, checkpoints_kv, batches_kv, research_kv) = tokio::try_join!(
         open_store(&deps),
         open_kv(&deps, checkpoints::CHECKPOINTS_BUCKET),
-        open_kv(&deps, batch::BATCHES_BUCKET)
+        open_kv(&deps, batch::BATCHES_BUCKET),
+        open_kv(&deps, crate::research::runtime::RESEARCH_BUCKET)
     )?;
     let lock = OwnedLock::new(
         deps.redis.clone(),
@@ -177,7 +178,14 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
                 cfg.batch_concurrency,
                 cfg.batch_failure_ratio,
             ),
-        });
+        })
+        .with_research(crate::research::runtime::ResearchRuntime::new(
+            deps.js.clone(),
+            deps.subjects.clone(),
+            research_kv.clone(),
+            checkpoints::CheckpointStore::new(checkpoints_kv.clone()),
+            cfg.into(),
+        ));
         match sched.load().await {
             Ok(n) => tracing::info!(workflows = n, "loaded unfinished workflows"),
             Err(e) => {
@@ -276,13 +284,38 @@ fn leader_only(slot: &SharedScheduler) -> Result<SchedulerHandle, caucus_shared:
 pub fn routes(svc: &mut caucus_shared::service::Service, slot: SharedScheduler) {
     let ctx = svc.context().clone();
     let unit = ctx.config.coordinator.time_unit;
+    let review_defaults = (
+        ctx.config.coordinator.level_review_mode,
+        ctx.config.coordinator.level_review_agent.clone(),
+    );
+    let research: crate::research::ResearchSettings = (&ctx.config.coordinator).into();
     {
         let slot = slot.clone();
         let clock = ctx.clock.clone();
         svc.route("submit", move |body| {
             let slot = slot.clone();
             let clock = clock.clone();
-            async move { api::submit(body, || leader_only(&slot), clock, unit).await }
+            let review = review_defaults.clone();
+            async move {
+                api::submit(body, || leader_only(&slot), clock, unit, review, research).await
+            }
+        });
+    }
+    {
+        let js = ctx.js.clone();
+        let bucket = ctx.subjects.bucket(WORKFLOWS_BUCKET);
+        svc.route("audit", move |body| {
+            let js = js.clone();
+            let bucket = bucket.clone();
+            async move {
+                let kv = js.get_key_value(&bucket).await.map_err(|e| {
+                    caucus_shared::nats::ApiError::new(
+                        "unavailable",
+                        format!("bucket {bucket}: {e}"),
+                    )
+                })?;
+                crate::research::runtime::audit(body, WorkflowStore::new(kv)).await
+            }
         });
     }
     {

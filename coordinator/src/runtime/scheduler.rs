@@ -119,6 +119,7 @@ pub struct Scheduler {
     self_handle: Option<SchedulerHandle>,
     /// Automatic approvals under way or blocked, since when: (workflow, gate).
     auto_pending: HashMap<(String, String), std::time::Instant>,
+    research: Option<crate::research::runtime::ResearchRuntime>,
 }
 
 impl Scheduler {
@@ -148,6 +149,7 @@ impl Scheduler {
             control: None,
             self_handle: None,
             auto_pending: HashMap::new(),
+            research: None,
         }
     }
 
@@ -160,6 +162,13 @@ impl Scheduler {
     /// Adds pause/resume, batches and failure events.
     pub fn with_control(mut self, control: Control) -> Self {
         self.control = Some(control);
+        self
+    }
+
+    /// Adds the research rules' side effects (writes, alerts, time
+    /// limits, checkpoints).
+    pub fn with_research(mut self, research: crate::research::runtime::ResearchRuntime) -> Self {
+        self.research = Some(research);
         self
     }
 
@@ -262,6 +271,11 @@ impl Scheduler {
                         "pause/resume is not enabled on this scheduler",
                     )),
                 };
+                // Stored before the caller hears "done": a crash right
+                // after the reply must not lose a person's command.
+                if r.is_ok() {
+                    self.persist().await;
+                }
                 let _ = reply.send(r);
             }
             Command::Gate { op, reply } => {
@@ -277,7 +291,17 @@ impl Scheduler {
                 {
                     self.auto_pending.remove(&(workflow_id.clone(), g.clone()));
                 }
-                let r = super::gates::apply(op, &mut self.engine, &mut self.dirty, now);
+                let id = op.workflow_id().map(str::to_string);
+                let mut r = super::gates::apply(op, &mut self.engine, &mut self.dirty, now);
+                // A decision is stored before it is confirmed; if the store
+                // is down it stays in memory, is retried, and the reply
+                // says `persisted: false`.
+                if let (Ok(Value::Object(m)), Some(id)) = (&mut r, id) {
+                    if self.dirty.contains(&id) {
+                        self.persist().await;
+                        m.insert("persisted".into(), json!(!self.dirty.contains(&id)));
+                    }
+                }
                 let _ = reply.send(r);
             }
             Command::Poke => {}
@@ -454,6 +478,9 @@ impl Scheduler {
                 .unwrap_or_default();
             c.tick(&mut self.engine, &mut self.dirty, &caps, now).await;
         }
+        if let Some(r) = self.research.as_mut() {
+            r.tick(&mut self.engine, &mut self.dirty, now).await;
+        }
         self.evict_finished(now);
     }
 
@@ -490,6 +517,9 @@ impl Scheduler {
         }
         if let Some(c) = self.control.as_mut() {
             c.flush(&mut self.engine, &mut self.dirty, now).await;
+        }
+        if let Some(r) = self.research.as_mut() {
+            r.flush(&mut self.engine, &self.dirty).await;
         }
         self.persist().await;
     }

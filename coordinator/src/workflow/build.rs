@@ -187,6 +187,8 @@ pub fn instantiate(
         failure: None,
         pause: None,
         pause_count: 0,
+        research: None,
+        level_review: None,
         resolved_assumptions: BTreeMap::new(),
         reruns: Vec::new(),
         auto_approve_gates: false,

@@ -815,18 +815,8 @@ fn renew(t: &mut TaskRecord) -> bool {
             if t.state == TaskRunState::Completed {
                 t.previous_output = t.output.take();
             }
-            // A new attempt number: the old attempt's late events are
-            // stale and the new dispatch gets a fresh de-duplication id.
-            t.attempt_base = t.attempt;
-            t.attempt += 1;
-            t.state = TaskRunState::Waiting;
-            t.worker_id = None;
-            t.dispatched_at = None;
-            t.started_at = None;
-            t.finished_at = None;
-            t.not_before = None;
+            t.new_attempt();
             t.error = None;
-            t.overdue = false;
             t.output = None;
             true
         }

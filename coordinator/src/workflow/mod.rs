@@ -5,6 +5,8 @@
 
 mod build;
 mod gate;
+mod level_review;
+mod level_review_output;
 mod pause;
 mod record;
 mod resume;
@@ -16,6 +18,12 @@ pub use gate::{
     GateAction, GateDecision, GateError, GateNotice, GateOutcome, GateRequest, GateState,
     GateTimers, RerunOutcome, RerunRecord, RerunRequest, GATE_AGENT,
 };
+pub use level_review::{
+    detect_conflicts, is_review_stage, modified_resources, needs_review, review_key, stage_levels,
+    Conflict, LevelContext, LevelOutcome, LevelReviewMode, LevelReviewPolicy, LevelReviewState,
+    TaskSummary,
+};
+pub use level_review_output::{normalise as normalise_review, LevelReview, ReviewedConflict};
 pub use pause::{IllegalTransition, PauseInfo, PauseOutcome, PauseSpec};
 pub use record::{
     TaskRecord, TaskRunState, WorkflowFlag, WorkflowRecord, WorkflowState, WORKFLOW_SCHEMA_VERSION,
@@ -29,5 +37,7 @@ pub use transitions::{EventOutcome, RetryDecision};
 
 #[cfg(test)]
 mod gate_tests;
+#[cfg(test)]
+mod level_review_tests;
 #[cfg(test)]
 mod pause_tests;

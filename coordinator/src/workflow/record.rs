@@ -9,7 +9,7 @@ use serde_json::Value;
 use caucus_shared::task::TaskError;
 
 use super::gate::{GateState, RerunRecord};
-use super::{PauseInfo, StageDef};
+use super::{LevelReviewState, PauseInfo, StageDef};
 
 /// Version of the stored record.
 pub const WORKFLOW_SCHEMA_VERSION: u32 = 1;
@@ -161,6 +161,24 @@ pub struct TaskRecord {
     pub held: bool,
 }
 
+impl TaskRecord {
+    /// Starts the task over as a new attempt, waiting for its dependencies:
+    /// the old attempt's late events become stale and the next dispatch
+    /// gets a fresh de-duplication id. Attempts so far no longer count
+    /// against the retry policy.
+    pub fn new_attempt(&mut self) {
+        self.attempt_base = self.attempt;
+        self.attempt += 1;
+        self.state = TaskRunState::Waiting;
+        self.worker_id = None;
+        self.dispatched_at = None;
+        self.started_at = None;
+        self.finished_at = None;
+        self.not_before = None;
+        self.overdue = false;
+    }
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
@@ -201,6 +219,10 @@ pub struct WorkflowRecord {
     /// Pauses so far (numbers checkpoints and alert ids).
     #[serde(default)]
     pub pause_count: u32,
+    /// The level review gate: settings and per-level outcomes (absent on
+    /// records from before reviews existed: no gate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level_review: Option<LevelReviewState>,
     /// Assumptions settled by debates or by a person at a gate; every task
     /// dispatched from now on gets them as `inputs.resolved_assumptions`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -212,6 +234,9 @@ pub struct WorkflowRecord {
     /// Gates approve themselves when nothing needs review (submit option).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub auto_approve_gates: bool,
+    /// Phases, gates, streams and audit trail of a research pipeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub research: Option<crate::research::ResearchState>,
     /// Reasons to re-evaluate it (e.g. a regime change while it ran); the
     /// workflow carries on regardless.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -264,7 +264,9 @@ impl WorkflowRecord {
     /// The plan a resume would follow now (the stored checkpoint plus any
     /// late results recorded since).
     pub fn resume_plan(&self, policy: InFlightPolicy, now: DateTime<Utc>) -> ResumePlan {
-        resolve(&Checkpoint::of(self, now), policy)
+        let mut plan = resolve(&Checkpoint::of(self, now), policy);
+        self.research_adjust_plan(&mut plan);
+        plan
     }
 
     /// PAUSED → RESUMING → RUNNING following `plan`: failed and restarted
@@ -293,6 +295,7 @@ impl WorkflowRecord {
                 "task `{k}` completed; a resume never re-runs a completed task"
             )));
         }
+        let paused_since = self.pause.as_ref().map(|p| p.requested_at);
         self.state = WorkflowState::Resuming;
         let mut renewed = Vec::new();
         for k in &plan.restart {
@@ -303,15 +306,7 @@ impl WorkflowRecord {
                 t.state,
                 TaskRunState::Failed | TaskRunState::Dispatched | TaskRunState::Running
             ) {
-                t.attempt_base = t.attempt;
-                t.attempt += 1;
-                t.state = TaskRunState::Waiting;
-                t.worker_id = None;
-                t.dispatched_at = None;
-                t.started_at = None;
-                t.finished_at = None;
-                t.not_before = None;
-                t.overdue = false;
+                t.new_attempt();
                 renewed.push(k.clone());
             }
         }
@@ -323,6 +318,7 @@ impl WorkflowRecord {
         self.failure = None;
         self.state = WorkflowState::Running;
         self.updated_at = now;
+        self.research_on_resume(paused_since, &renewed, now);
         Ok(renewed)
     }
 }

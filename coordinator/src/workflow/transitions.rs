@@ -30,6 +30,12 @@ pub enum RetryDecision {
         /// The tier rule that matched.
         rule: String,
     },
+    /// The task failed for good but its workflow goes on without it (a
+    /// research discovery stream); these task keys became ready.
+    Isolated {
+        /// Keys of tasks that are now ready.
+        newly_ready: Vec<String>,
+    },
 }
 
 /// Result of applying one task event.
@@ -135,6 +141,9 @@ impl WorkflowRecord {
             };
             out.insert(dep.clone(), v);
         }
+        if let Some((k, v)) = self.level_review_input(&stage.name) {
+            out.insert(k.to_string(), v);
+        }
         // Settled assumptions (debates, gate overrides) win over what the
         // task's own analysis would assume.
         if !self.resolved_assumptions.is_empty() {
@@ -219,6 +228,9 @@ impl WorkflowRecord {
                     t.started_at = ev.started_at.or(Some(ev.at));
                 }
                 self.updated_at = now;
+                if self.research.is_some() {
+                    self.research_on_started(&key, ev, now);
+                }
                 EventOutcome::Started
             }
             TaskStatus::Completed => {
@@ -229,6 +241,16 @@ impl WorkflowRecord {
                 t.output = Some(ev.output.clone().unwrap_or(Value::Null));
                 t.error = None;
                 self.updated_at = now;
+                if self.research.is_some() {
+                    // The phase's gate decides before anything downstream starts.
+                    self.research_on_completed(&key, now);
+                    if self.state.is_terminal() {
+                        return EventOutcome::Completed {
+                            newly_ready: Vec::new(),
+                            workflow_completed: self.state == WorkflowState::Completed,
+                        };
+                    }
+                }
                 let (newly_ready, workflow_completed) = self.after_completion(now);
                 EventOutcome::Completed {
                     newly_ready,
@@ -271,6 +293,17 @@ impl WorkflowRecord {
                 }
                 t.state = TaskRunState::Failed;
                 t.finished_at = Some(ev.at);
+                if self.research_isolates(&key) {
+                    // Seed 004: a failed stream is marked, not retried, and
+                    // the run continues with the others if the gate allows.
+                    self.research_on_stream_failed(&key, now);
+                    let newly_ready = if self.state.is_terminal() {
+                        Vec::new()
+                    } else {
+                        self.promote_waiting()
+                    };
+                    return EventOutcome::Failed(RetryDecision::Isolated { newly_ready });
+                }
                 let reason = format!(
                     "task {key} failed after {} attempt(s): {}: {}",
                     used, err.error_type, err.message
@@ -293,13 +326,19 @@ impl WorkflowRecord {
         }
     }
 
-    /// Waiting tasks whose dependencies all completed become ready.
+    /// Waiting tasks whose dependencies all completed (and, with level
+    /// reviews, whose earlier levels passed their review gate) become
+    /// ready; a completed level may first get its review task.
     pub(crate) fn promote_waiting(&mut self) -> Vec<String> {
-        let done = |rec: &WorkflowRecord, stage: &str| {
-            rec.tasks
+        let (reviews, levels) = self.advance_level_reviews();
+        let done = |rec: &WorkflowRecord, stage: &str| match &rec.research {
+            // A research stage is done when its quality gate passed.
+            Some(r) => r.passed.contains(stage),
+            None => rec
+                .tasks
                 .values()
                 .filter(|t| t.stage == stage)
-                .all(|t| t.state == TaskRunState::Completed)
+                .all(|t| t.state == TaskRunState::Completed),
         };
         let promote: Vec<String> = self
             .tasks
@@ -308,6 +347,7 @@ impl WorkflowRecord {
             .filter(|(_, t)| {
                 self.stage(&t.stage)
                     .is_some_and(|s| s.depends_on.iter().all(|d| done(self, d)))
+                    && self.level_gate_open(&t.stage, &levels)
             })
             .map(|(k, _)| k.clone())
             .collect();
@@ -316,6 +356,8 @@ impl WorkflowRecord {
                 t.state = TaskRunState::Ready;
             }
         }
+        let mut promote = promote;
+        promote.extend(reviews);
         promote
     }
 

@@ -15,6 +15,7 @@
 
 pub mod conservative;
 mod machine;
+pub mod outcomes;
 pub mod precedents;
 mod record;
 pub mod resolution;

@@ -736,3 +736,70 @@ fn precedents_are_similar_debates_resolved_before_the_snapshot() {
         "equally similar: most recent first"
     );
 }
+
+#[test]
+fn agreed_and_human_outcomes_feed_the_track_records_and_the_machines_own_do_not() {
+    // Level 1: the challenger accepts the challenged agent's evidence.
+    let d = resolved_debate("L1", 100);
+    let r = d.resolution.clone().unwrap();
+    let recs = outcomes::track_records(&d, &r, "BULL_LOW_RATES");
+    let by = |a: &str| recs.iter().find(|t| t.agent == a).unwrap().clone();
+    assert_eq!(recs.len(), 2);
+    assert_eq!(by("financial_analyst").outcome, 1.0);
+    assert_eq!(by("strategy_analyst").outcome, 0.0);
+    assert_eq!(
+        by("financial_analyst").context.metric.as_deref(),
+        Some("operating_margin")
+    );
+    assert_eq!(
+        by("financial_analyst").regime.as_deref(),
+        Some("BULL_LOW_RATES")
+    );
+    assert!(recs.iter().all(|t| !t.overridden && t.at == r.resolved_at));
+
+    // Level 4 (provisional) says nothing; its confirmation does.
+    let mut d = provisional();
+    let r = d.resolution.clone().unwrap();
+    assert!(outcomes::track_records(&d, &r, "").is_empty());
+    let fx = d
+        .gate_review(
+            at(900),
+            &GateAction::Confirm {
+                reviewer: "gate4".into(),
+            },
+            None,
+        )
+        .unwrap();
+    let recs = outcomes::track_records(&d, resolved(&fx), "");
+    let by = |a: &str| recs.iter().find(|t| t.agent == a).unwrap().clone();
+    assert_eq!(by("financial_analyst").outcome, 1.0, "25% stood");
+    assert_eq!(by("strategy_analyst").outcome, 0.0);
+
+    // A person's own 28 %: the challenger's 30 % was closer than 25 %, and
+    // the provisionally applied 25 % was overridden.
+    let mut d = provisional();
+    let fx = d
+        .gate_review(
+            at(900),
+            &GateAction::Override {
+                reviewer: "gate4".into(),
+                side: None,
+                position: Some(margin("28% operating margin", 0.28)),
+                rationale: "guidance".into(),
+            },
+            None,
+        )
+        .unwrap();
+    let recs = outcomes::track_records(&d, resolved(&fx), "");
+    let by = |a: &str| recs.iter().find(|t| t.agent == a).unwrap().clone();
+    assert_eq!(by("strategy_analyst").outcome, 1.0);
+    assert_eq!(by("financial_analyst").outcome, 0.0);
+    assert!(by("financial_analyst").overridden);
+    assert!(!by("strategy_analyst").overridden);
+
+    // Level 2 is the facilitator's own judgment: not fed back.
+    assert!(!outcomes::counts(ResolutionMethod::Credibility));
+    assert!(!outcomes::counts(ResolutionMethod::ConservativeDefault));
+    assert!(!outcomes::counts(ResolutionMethod::DeferredToGate));
+    assert!(!outcomes::counts(ResolutionMethod::GateRedebate));
+}

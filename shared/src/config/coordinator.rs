@@ -55,6 +55,46 @@ pub struct CoordinatorConfig {
     /// Failure tier rules: the first that matches a failed attempt decides
     /// its tier (1 retry, 2 pause, 3 escalate). See docs/PAUSE-RESUME.md.
     pub failure_tiers: Vec<TierRule>,
+    /// Level review gate for pipelines that set none of their own:
+    /// `conflicts` (review a level only when two of its tasks modified one
+    /// resource), `always` or `off`. See docs/LEVEL-REVIEW.md.
+    pub level_review_mode: LevelReviewMode,
+    /// Agent type that runs level reviews for pipelines that name none.
+    pub level_review_agent: String,
+    /// Delay between the starts of two discovery streams of a research
+    /// run (seed 004: 2 s).
+    #[serde(with = "humantime_serde")]
+    pub research_stagger: Duration,
+    /// Discovery streams one research run may start, at most (seed 004: 5).
+    pub research_max_streams: u32,
+    /// Period of a research run's progress checkpoints (seed 004: 3 min).
+    #[serde(with = "humantime_serde")]
+    pub research_checkpoint_interval: Duration,
+}
+
+/// When the coordinator reviews a completed dependency level before the
+/// next one starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LevelReviewMode {
+    /// Only when two tasks of the level modified the same resource.
+    #[default]
+    Conflicts,
+    /// After every level.
+    Always,
+    /// Never (and levels are not barriers).
+    Off,
+}
+
+impl LevelReviewMode {
+    /// The config and pipeline-spec spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LevelReviewMode::Conflicts => "conflicts",
+            LevelReviewMode::Always => "always",
+            LevelReviewMode::Off => "off",
+        }
+    }
 }
 
 /// One failure classification rule. Every condition given must hold;
@@ -157,11 +197,24 @@ impl CoordinatorConfig {
                 self.batch_failure_ratio
             ));
         }
+        if self.research_max_streams == 0 {
+            return Err("coordinator.research_max_streams must be at least 1".into());
+        }
         if self.gate_reminders.windows(2).any(|w| w[0] > w[1]) {
             return Err("coordinator.gate_reminders must be in ascending order".into());
         }
         if self.pause_reminders.windows(2).any(|w| w[0] > w[1]) {
             return Err("coordinator.pause_reminders must be in ascending order".into());
+        }
+        let agent = &self.level_review_agent;
+        if agent.is_empty()
+            || !agent
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        {
+            return Err(format!(
+                "coordinator.level_review_agent `{agent}` must match [a-z0-9_-]+"
+            ));
         }
         for r in &self.failure_tiers {
             if !(1..=3).contains(&r.tier) {
@@ -193,6 +246,11 @@ impl Default for CoordinatorConfig {
             batch_failure_ratio: 0.5,
             failure_tiers: TierRule::defaults(),
             pattern_call_timeout: Duration::from_secs(300),
+            research_stagger: Duration::from_secs(2),
+            research_max_streams: 5,
+            research_checkpoint_interval: Duration::from_secs(180),
+            level_review_mode: LevelReviewMode::Conflicts,
+            level_review_agent: "reviewer".into(),
         }
     }
 }
@@ -260,5 +318,38 @@ mod tests {
             ..CoordinatorConfig::default()
         };
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn level_review_keys_load_and_are_checked() {
+        let d = CoordinatorConfig::default();
+        assert_eq!(d.level_review_mode, LevelReviewMode::Conflicts);
+        assert_eq!(d.level_review_agent, "reviewer");
+        let c = ConfigLoader::new()
+            .env(vec![
+                (
+                    "CAUCUS_COORDINATOR_LEVEL_REVIEW_MODE".to_string(),
+                    "always".to_string(),
+                ),
+                (
+                    "CAUCUS_COORDINATOR_LEVEL_REVIEW_AGENT".to_string(),
+                    "qa".to_string(),
+                ),
+            ])
+            .load()
+            .unwrap();
+        assert_eq!(c.coordinator.level_review_mode, LevelReviewMode::Always);
+        assert_eq!(c.coordinator.level_review_agent, "qa");
+        let e = ConfigLoader::new()
+            .set("coordinator.level_review_mode", "sometimes")
+            .load()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sometimes") && e.contains("conflicts"), "{e}");
+        let c = CoordinatorConfig {
+            level_review_agent: "Bad Agent".into(),
+            ..CoordinatorConfig::default()
+        };
+        assert!(c.validate().unwrap_err().contains("level_review_agent"));
     }
 }

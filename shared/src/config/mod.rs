@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use coordinator::{CoordinatorConfig, TierRule};
+pub use coordinator::{CoordinatorConfig, LevelReviewMode, TierRule};
 pub use correlator::CorrelatorConfig;
 pub use facilitator::FacilitatorConfig;
 pub use layers::{CommonArgs, ConfigLoader};

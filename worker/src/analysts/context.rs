@@ -8,8 +8,9 @@ use serde_json::{Map, Value};
 use super::dataset::{Company, Dataset};
 use super::{AnalystError, Finding};
 
-/// Input keys that carry run-time overrides rather than a stage's output.
-pub const RESERVED_INPUTS: [&str; 2] = ["resolved_assumptions", "regime"];
+/// Input keys that carry run-time overrides (or, `level_review`, the
+/// coordinator's review of the previous level) rather than a stage's output.
+pub const RESERVED_INPUTS: [&str; 3] = ["resolved_assumptions", "regime", "level_review"];
 
 /// One analyst's result before the common fields are added.
 #[derive(Debug, Default)]
