@@ -308,7 +308,7 @@ async fn a_redelivered_valuation_opens_one_debate_and_bad_messages_go_to_the_dlq
     let w = worker(&stack, "financial,strategy", 1, "builtin", &[]);
     // An outside agent behind an exec handler answers its debates itself:
     // its worker does not read `caucus.msg.<agent>`.
-    let outside = worker(&stack, "research", 1, "exec:cat", &[]);
+    let outside = worker(&stack, "outside", 1, "exec:cat", &[]);
     for s in [&w, &outside] {
         s.wait_for_output("registered", WAIT);
     }
@@ -316,7 +316,7 @@ async fn a_redelivered_valuation_opens_one_debate_and_bad_messages_go_to_the_dlq
     let js = async_nats::jetstream::new(api.nats.clone());
     let stream = js.get_stream("CAUCUS_MESSAGES").await.unwrap();
     assert!(stream.consumer_info("agents-financial").await.is_ok());
-    assert!(stream.consumer_info("agents-research").await.is_err());
+    assert!(stream.consumer_info("agents-outside").await.is_err());
     // The same challenge twice (what a re-run valuation task publishes):
     // one debate, opened once.
     let challenge = json!({

@@ -250,7 +250,7 @@ async fn the_macro_agent_broadcasts_and_the_coordinator_and_facilitator_react() 
         "long",
         json!([
             {"name": "quick", "agent": "quick", "expected_duration": 1.0},
-            {"name": "research", "agent": "research", "expected_duration": 1.0, "depends_on": ["quick"]}
+            {"name": "archive", "agent": "archive", "expected_duration": 1.0, "depends_on": ["quick"]}
         ]),
     );
     let running = api.submit(&["AAPL"], long, 10).await;
