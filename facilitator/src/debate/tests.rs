@@ -803,3 +803,28 @@ fn agreed_and_human_outcomes_feed_the_track_records_and_the_machines_own_do_not(
     assert!(!outcomes::counts(ResolutionMethod::DeferredToGate));
     assert!(!outcomes::counts(ResolutionMethod::GateRedebate));
 }
+
+#[test]
+fn the_precedent_index_follows_the_stored_versions() {
+    let idx = precedents::PrecedentIndex::default();
+    let mut new = open("valuation");
+    new.debate_id = "NEW".into();
+    new.snapshot.taken_at = at(10_000);
+    // Open, then resolved: indexed only once resolved.
+    let mut d = open("supporting");
+    d.debate_id = "P1".into();
+    idx.observe(&d);
+    assert!(idx.is_empty(), "an open debate is no precedent");
+    let d = resolved_debate("P1", 100);
+    idx.observe(&d);
+    idx.observe(&d);
+    assert_eq!(idx.len(), 1, "one entry per debate");
+    assert_eq!(idx.find(&new)[0].debate_id, "P1");
+    assert_eq!(
+        idx.find(&new),
+        precedents::find(&new, std::slice::from_ref(&d)),
+        "the index and the plain search agree"
+    );
+    idx.remove("P1");
+    assert!(idx.find(&new).is_empty());
+}

@@ -56,6 +56,8 @@ pub struct Facilitator {
     pub impact: ImpactParams,
     /// Regime used when a debate names none (config, then broadcasts).
     pub regime: super::regime::CurrentRegime,
+    /// Resolved debates for precedent matching (fed by the bucket watch).
+    pub precedents: crate::debate::precedents::PrecedentIndex,
     /// Sender name of the facilitator's messages.
     pub name: String,
 }
@@ -100,11 +102,8 @@ impl Facilitator {
             d.redebate_of = Some(of);
             d.generation = generation;
         }
-        // Precedents as of the snapshot; a store hiccup only costs them.
-        match self.debates.list().await {
-            Ok(past) => d.precedents = crate::debate::precedents::find(&d, &past),
-            Err(e) => tracing::warn!(debate_id = %id, error = %e, "precedents not loaded"),
-        }
+        // Precedents as of the snapshot, from the in-memory index.
+        d.precedents = self.precedents.find(&d);
         match self.debates.create(&d).await {
             Ok(_) => {}
             Err(StoreError::Exists(_)) => {

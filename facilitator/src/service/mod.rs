@@ -123,6 +123,7 @@ pub async fn build(ctx: &ServiceContext) -> Result<Facilitator, Error> {
             risk_sensitivity: cfg.risk_sensitivity,
         },
         regime,
+        precedents: Default::default(),
         name: ctx.service.clone(),
     })
 }

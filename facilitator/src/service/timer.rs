@@ -68,10 +68,14 @@ pub async fn watch(
             let mut idx = index.lock().await;
             if entry.operation != kv::Operation::Put {
                 idx.remove(&id);
+                fac.precedents.remove(&id);
                 continue;
             }
             match serde_json::from_slice::<Debate>(&entry.value) {
-                Ok(d) => match due_of(&d, fac.clock.now(), grace) {
+                Ok(d) => match {
+                    fac.precedents.observe(&d);
+                    due_of(&d, fac.clock.now(), grace)
+                } {
                     Some(at) => {
                         idx.insert(id, at);
                     }
