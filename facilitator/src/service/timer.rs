@@ -72,17 +72,17 @@ pub async fn watch(
                 continue;
             }
             match serde_json::from_slice::<Debate>(&entry.value) {
-                Ok(d) => match {
+                Ok(d) => {
                     fac.precedents.observe(&d);
-                    due_of(&d, fac.clock.now(), grace)
-                } {
-                    Some(at) => {
-                        idx.insert(id, at);
+                    match due_of(&d, fac.clock.now(), grace) {
+                        Some(at) => {
+                            idx.insert(id, at);
+                        }
+                        None => {
+                            idx.remove(&id);
+                        }
                     }
-                    None => {
-                        idx.remove(&id);
-                    }
-                },
+                }
                 Err(e) => {
                     tracing::error!(debate_id = %id, error = %e, "unreadable debate in the bucket");
                     idx.remove(&id);
