@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use caucus_coordinator::pipeline::builtin;
+use caucus_coordinator::pipeline::{builtin, StageKind};
 use caucus_harness::Stack;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -122,7 +122,9 @@ pub async fn run(workflows: usize) -> Result<Run> {
         dispatch_to_started: Vec::new(),
     };
     for wf in &ids {
-        for stage in &spec.stages {
+        // Gates are decided, never dispatched (these approve themselves:
+        // the report's ready → started includes that approval).
+        for stage in spec.stages.iter().filter(|s| s.kind != StageKind::Gate) {
             let t = &map[&format!("{wf}/{}", stage.name)];
             let (Some(d), Some(s)) = (t.dispatched, t.started) else {
                 anyhow::bail!("{wf}/{}: dispatch or start not seen", stage.name);

@@ -306,6 +306,23 @@ pub fn auto_candidates(engine: &Engine) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// Open gates ready for automatic approval among the workflows `ids`.
+pub fn auto_candidates_of(engine: &Engine, ids: &[String]) -> Vec<(String, String, String)> {
+    let mut seen = HashSet::new();
+    ids.iter()
+        .filter(|id| seen.insert(id.as_str()))
+        .filter_map(|id| engine.get(id))
+        .filter(|r| r.auto_approve_gates && r.state.accepts_dispatch())
+        .flat_map(|r| {
+            r.open_gate_keys()
+                .into_iter()
+                .filter(|k| r.pending_upstream(k).is_empty())
+                .map(|k| (r.workflow_id.clone(), k, r.item.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// Assumptions settled by a review, as the workflow stores them.
 pub fn assumptions(metric: &str, value: f64) -> BTreeMap<String, Value> {
     BTreeMap::from([(metric.to_string(), json!(value))])

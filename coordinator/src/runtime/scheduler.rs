@@ -119,6 +119,8 @@ pub struct Scheduler {
     self_handle: Option<SchedulerHandle>,
     /// Automatic approvals under way or blocked, since when: (workflow, gate).
     auto_pending: HashMap<(String, String), std::time::Instant>,
+    /// Auto-approving workflows with a completion since the last pump.
+    auto_due: Vec<String>,
     research: Option<crate::research::runtime::ResearchRuntime>,
 }
 
@@ -149,6 +151,7 @@ impl Scheduler {
             control: None,
             self_handle: None,
             auto_pending: HashMap::new(),
+            auto_due: Vec::new(),
             research: None,
         }
     }
@@ -246,6 +249,16 @@ impl Scheduler {
                     }
                     if let Some(outcome) = outcome {
                         self.dirty.insert(ev.workflow_id.clone());
+                        // A completion may have opened a gate that approves
+                        // itself: check it now, not at the next tick.
+                        if matches!(outcome, EventOutcome::Completed { .. })
+                            && self
+                                .engine
+                                .get(&ev.workflow_id)
+                                .is_some_and(|r| r.auto_approve_gates)
+                        {
+                            self.auto_due.push(ev.workflow_id.clone());
+                        }
                         if let Some(c) = self.control.as_mut() {
                             c.on_outcome(&ev, &outcome, &self.engine);
                         }
@@ -291,7 +304,10 @@ impl Scheduler {
                 {
                     self.auto_pending.remove(&(workflow_id.clone(), g.clone()));
                 }
-                let id = op.workflow_id().map(str::to_string);
+                // Automatic approvals are written with the next batch: nobody
+                // waits on their reply, and under load they are frequent.
+                let automatic = matches!(&op, super::gates::GateOp::Decide { req, .. } if req.decided_by == "auto");
+                let id = op.workflow_id().filter(|_| !automatic).map(str::to_string);
                 let mut r = super::gates::apply(op, &mut self.engine, &mut self.dirty, now);
                 // A decision is stored before it is confirmed; if the store
                 // is down it stays in memory, is retried, and the reply
@@ -383,15 +399,21 @@ impl Scheduler {
     /// lists no provisional decision for them (checked off the loop; the
     /// decision comes back as a command).
     async fn auto_approve(&mut self) {
+        let candidates = super::gates::auto_candidates(&self.engine);
+        self.auto_pending
+            .retain(|k, _| candidates.iter().any(|(w, g, _)| (w, g) == (&k.0, &k.1)));
+        self.auto_approve_these(candidates);
+    }
+
+    /// Starts the approval check of each candidate gate not already under
+    /// way (or blocked less than the retry period ago).
+    fn auto_approve_these(&mut self, candidates: Vec<(String, String, String)>) {
         let Some(handle) = self.self_handle.clone() else {
             return;
         };
         // A blocked approval (provisional decisions to review) is tried
         // again after a while: once a person reviewed them it goes through.
         let retry = (self.cfg.tick * 10).max(Duration::from_secs(1));
-        let candidates = super::gates::auto_candidates(&self.engine);
-        self.auto_pending
-            .retain(|k, _| candidates.iter().any(|(w, g, _)| (w, g) == (&k.0, &k.1)));
         for (wf, gate, _item) in candidates {
             let key = (wf.clone(), gate.clone());
             if self
@@ -520,6 +542,11 @@ impl Scheduler {
         }
         if let Some(r) = self.research.as_mut() {
             r.flush(&mut self.engine, &self.dirty).await;
+        }
+        if !self.auto_due.is_empty() {
+            let due = std::mem::take(&mut self.auto_due);
+            let candidates = super::gates::auto_candidates_of(&self.engine, &due);
+            self.auto_approve_these(candidates);
         }
         self.persist().await;
     }
