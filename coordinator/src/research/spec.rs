@@ -143,7 +143,7 @@ pub fn attach(
         return Ok(false);
     }
     let mut phase_stages: BTreeMap<Phase, String> = BTreeMap::new();
-    for s in &rec.stages {
+    for s in rec.stages.iter() {
         if s.is_gate() {
             return Err(ResearchSpecError::GateInResearch(s.name.clone()));
         }

@@ -82,7 +82,8 @@ pub async fn submit(
     let req: SubmitRequest = parse(body)?;
     check_items(&req.items)?;
     let spec = resolve(&req.pipeline)?;
-    let stages = stages_of(&spec)?;
+    // One shared stage list for every workflow of this submission.
+    let stages = std::sync::Arc::new(stages_of(&spec)?);
     let review = LevelReviewPolicy::resolve(
         spec.level_review.as_ref(),
         &spec.capacities,

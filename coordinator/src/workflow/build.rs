@@ -129,13 +129,15 @@ pub fn instantiate(
     workflow_id: String,
     item: String,
     pipeline: String,
-    stages: Vec<StageDef>,
+    stages: impl Into<std::sync::Arc<Vec<StageDef>>>,
     unit_ms: u64,
     now: DateTime<Utc>,
 ) -> WorkflowRecord {
+    // Workflows of one submission share one stage list (an `Arc`).
+    let stages: std::sync::Arc<Vec<StageDef>> = stages.into();
     let paths = remaining_paths(&stages);
     let mut tasks = BTreeMap::new();
-    for s in &stages {
+    for s in stages.iter() {
         let shards: Vec<Option<u32>> = if s.fan_out > 1 {
             (0..s.fan_out).map(Some).collect()
         } else {

@@ -394,7 +394,10 @@ fn two_open_gates_must_be_named() {
 #[test]
 fn a_binding_resolution_reruns_what_used_another_value_and_what_followed() {
     let mut rec = stock_with_gate();
-    for s in rec.stages.iter_mut().filter(|s| s.name == "valuation") {
+    for s in std::sync::Arc::make_mut(&mut rec.stages)
+        .iter_mut()
+        .filter(|s| s.name == "valuation")
+    {
         s.params = json!({"impact": {"kind": "valuation", "inputs": ["operating_margin"],
                                       "used": "/operating_margin_used"}});
     }

@@ -385,7 +385,7 @@ impl WorkflowRecord {
             .filter(|(_, l)| **l == level + 1)
             .filter_map(|(s, _)| paths.get(s))
             .fold(0.0, |a: f64, b| a.max(*b));
-        self.stages.push(StageDef {
+        std::sync::Arc::make_mut(&mut self.stages).push(StageDef {
             name: key.clone(),
             agent_type: policy.agent.clone(),
             depends_on,

@@ -198,7 +198,9 @@ pub struct WorkflowRecord {
     pub state: WorkflowState,
     /// The stages as instantiated (kept so a restarted coordinator needs
     /// nothing but this record).
-    pub stages: Vec<StageDef>,
+    /// Shared by the workflows of one submission (read-only but for
+    /// copy-on-write when a level review adds its stage).
+    pub stages: std::sync::Arc<Vec<StageDef>>,
     /// Tasks by key (`stage` or `stage#shard`).
     pub tasks: BTreeMap<String, TaskRecord>,
     /// Milliseconds of wall time per pipeline time unit.

@@ -186,7 +186,7 @@ impl Checkpoint {
             failed,
             in_flight,
             pending,
-            stages: rec.stages.clone(),
+            stages: rec.stages.to_vec(),
         }
     }
 
