@@ -6,11 +6,11 @@
 //! every unfinished workflow without stopping it. Bodies that do not decode
 //! go to the DLQ; other broadcasts are acknowledged and ignored.
 
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
 use async_nats::jetstream::{self, AckKind};
-use futures::StreamExt;
 use serde_json::json;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -84,31 +84,15 @@ pub async fn run(
     scheduler: SchedulerHandle,
     shutdown: CancellationToken,
 ) {
-    loop {
-        let mut messages = match consumer.messages().await {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::warn!(error = %e, "broadcast consumer unavailable; retrying");
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_millis(500)) => continue,
-                }
-            }
-        };
-        loop {
-            let next = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                m = messages.next() => m,
-            };
-            let Some(next) = next else { break };
-            let Ok(msg) = next else { continue };
-            let Some(env) = decode_or_dead_letter(&dlq, &msg, max_bytes, Envelope::decode).await
+    let (dlq, clock, scheduler) = (&dlq, &clock, &scheduler);
+    caucus_shared::nats::consume::consume(&consumer, "broadcasts", &shutdown, move |msg| async move {
+            let Some(env) = decode_or_dead_letter(dlq, &msg, max_bytes, Envelope::decode).await
             else {
-                continue;
+                return ControlFlow::Continue(());
             };
             let Some(flag) = flag_for(&env, clock.now()) else {
                 let _ = msg.ack().await;
-                continue;
+                return ControlFlow::Continue(());
             };
             let (tx, rx) = oneshot::channel();
             if scheduler
@@ -119,7 +103,7 @@ pub async fn run(
                 let _ = msg
                     .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
                     .await;
-                return;
+                return ControlFlow::Break(());
             }
             match tokio::time::timeout(SCHEDULER_REPLY_TIMEOUT, rx).await {
                 Ok(Ok(n)) => {
@@ -132,8 +116,9 @@ pub async fn run(
                         .await;
                 }
             }
-        }
-    }
+            ControlFlow::Continue(())
+    })
+    .await;
 }
 
 #[cfg(test)]

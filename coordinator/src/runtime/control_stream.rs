@@ -5,10 +5,10 @@
 //! refuses (e.g. `illegal_transition`) go to the DLQ with the reason; the
 //! message is then acked.
 
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, AckKind};
-use futures::StreamExt;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -155,48 +155,22 @@ pub async fn run(
     scheduler: SchedulerHandle,
     shutdown: CancellationToken,
 ) {
-    let consumer = loop {
-        match ensure_consumer(&js, &subjects, ack_wait).await {
-            Ok(c) => break c,
-            Err(e) => {
-                tracing::warn!(error = %e, "control consumer unavailable; retrying");
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
-                }
-            }
-        }
+    let Some(consumer) =
+        caucus_shared::nats::consume::ensure_retrying("control", &shutdown, || {
+            ensure_consumer(&js, &subjects, ack_wait)
+        })
+        .await
+    else {
+        return;
     };
-    loop {
-        let mut messages = match consumer.messages().await {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::warn!(error = %e, "control consumer unavailable; retrying");
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_millis(500)) => continue,
-                }
-            }
-        };
-        loop {
-            let next = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                m = messages.next() => m,
-            };
-            let Some(next) = next else { break };
-            let msg = match next {
-                Ok(m) => m,
-                Err(e) => {
-                    tracing::warn!(error = %e, "control stream error");
-                    continue;
-                }
-            };
+    let (dlq, scheduler) = (&dlq, &scheduler);
+    caucus_shared::nats::consume::consume(&consumer, "control", &shutdown, move |msg| async move {
             let subject = msg.subject.to_string();
             let Some(op) =
-                decode_or_dead_letter(&dlq, &msg, max_bytes, |b, max| decode_op(&subject, b, max))
+                decode_or_dead_letter(dlq, &msg, max_bytes, |b, max| decode_op(&subject, b, max))
                     .await
             else {
-                continue;
+                return ControlFlow::Continue(());
             };
             let (tx, rx) = oneshot::channel();
             if scheduler
@@ -207,7 +181,7 @@ pub async fn run(
                 let _ = msg
                     .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
                     .await;
-                return;
+                return ControlFlow::Break(());
             }
             match tokio::time::timeout(SCHEDULER_REPLY_TIMEOUT, rx).await {
                 Ok(Ok(Ok(_))) => {
@@ -233,8 +207,9 @@ pub async fn run(
                         .await;
                 }
             }
-        }
-    }
+            ControlFlow::Continue(())
+    })
+    .await;
 }
 
 #[cfg(test)]

@@ -11,11 +11,11 @@
 //! not re-run), so a redelivered event or one for a review the coordinator
 //! itself forwarded (`coordinator.gate_review`) does no harm.
 
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, AckKind};
 use async_nats::Client;
-use futures::StreamExt;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -177,42 +177,26 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     let client = js.client();
-    let consumer = loop {
-        match ensure_consumer(&js, &subjects, ack_wait).await {
-            Ok(c) => break c,
-            Err(e) => {
-                tracing::warn!(error = %e, "resolutions consumer unavailable; retrying");
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
-                }
-            }
-        }
+    let Some(consumer) =
+        caucus_shared::nats::consume::ensure_retrying("resolutions", &shutdown, || {
+            ensure_consumer(&js, &subjects, ack_wait)
+        })
+        .await
+    else {
+        return;
     };
-    loop {
-        let mut messages = match consumer.messages().await {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::warn!(error = %e, "resolutions consumer unavailable; retrying");
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_millis(500)) => continue,
-                }
-            }
-        };
-        loop {
-            let next = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                m = messages.next() => m,
-            };
-            let Some(next) = next else { break };
-            let Ok(msg) = next else { continue };
-            let Some(settled) = decode_or_dead_letter(&dlq, &msg, max_bytes, decode).await else {
-                continue;
+    let (dlq, client, subjects, scheduler) = (&dlq, &client, &subjects, &scheduler);
+    caucus_shared::nats::consume::consume(
+        &consumer,
+        "resolutions",
+        &shutdown,
+        move |msg| async move {
+            let Some(settled) = decode_or_dead_letter(dlq, &msg, max_bytes, decode).await else {
+                return ControlFlow::Continue(());
             };
             let outcome = match settled {
                 None => Handled::Done,
-                Some(s) => apply(&client, &subjects, request_timeout, &scheduler, s).await,
+                Some(s) => apply(client, subjects, request_timeout, scheduler, s).await,
             };
             match outcome {
                 Handled::Done => {
@@ -224,8 +208,10 @@ pub async fn run(
                         .await;
                 }
             }
-        }
-    }
+            ControlFlow::Continue(())
+        },
+    )
+    .await;
 }
 
 #[cfg(test)]

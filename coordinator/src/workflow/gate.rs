@@ -280,13 +280,13 @@ impl WorkflowRecord {
                 t.state = TaskRunState::AwaitingApproval;
                 t.not_before = None;
                 let history = t.gate.take().map(|g| g.history).unwrap_or_default();
-                t.gate = Some(GateState {
+                t.gate = Some(Box::new(GateState {
                     opened_at: now,
                     reminders_sent: 0,
                     escalated_at: None,
                     history,
                     decision: None,
-                });
+                }));
             }
         }
         keys
@@ -438,12 +438,14 @@ impl WorkflowRecord {
         };
 
         let t = self.tasks.get_mut(&key).expect("picked an open gate");
-        let g = t.gate.get_or_insert_with(|| GateState {
-            opened_at: now,
-            reminders_sent: 0,
-            escalated_at: None,
-            history: Vec::new(),
-            decision: None,
+        let g = t.gate.get_or_insert_with(|| {
+            Box::new(GateState {
+                opened_at: now,
+                reminders_sent: 0,
+                escalated_at: None,
+                history: Vec::new(),
+                decision: None,
+            })
         });
         let decision = GateDecision {
             action: req.action,

@@ -150,9 +150,10 @@ pub struct TaskRecord {
     /// to spot a repeated permanent error).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub failure_counts: BTreeMap<String, u32>,
-    /// Gate stages only: when it opened, reminders, the decision.
+    /// Gate stages only: when it opened, reminders, the decision (boxed:
+    /// every other task carries just the empty pointer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gate: Option<GateState>,
+    pub gate: Option<Box<GateState>>,
     /// The output a re-run replaced (the latest one), kept for comparison.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_output: Option<Value>,

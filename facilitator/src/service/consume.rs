@@ -4,6 +4,7 @@
 //! refused transitions go to the DLQ with the reason; infrastructure
 //! failures are redelivered.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +13,6 @@ use async_nats::jetstream::{self, AckKind};
 use caucus_shared::envelope::{Envelope, MessageType};
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
 use caucus_shared::subjects::StreamKind;
-use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -79,35 +79,13 @@ pub async fn run(
     shutdown: CancellationToken,
     tasks: TaskTracker,
 ) {
-    loop {
-        let mut messages = match consumer.messages().await {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::warn!(error = %e, "debate consumer unavailable; retrying");
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_millis(500)) => continue,
-                }
-            }
-        };
-        loop {
-            let next = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                m = messages.next() => m,
-            };
-            let Some(msg) = next else { break };
-            let msg = match msg {
-                Ok(m) => m,
-                Err(e) => {
-                    tracing::warn!(error = %e, "debate stream error");
-                    continue;
-                }
-            };
-            let decoded = decode_or_dead_letter(&dlq, &msg, max_bytes, |b, max| {
+    let (fac, dlq, tasks) = (&fac, &dlq, &tasks);
+    caucus_shared::nats::consume::consume(&consumer, "debates", &shutdown, move |msg| async move {
+            let decoded = decode_or_dead_letter(dlq, &msg, max_bytes, |b, max| {
                 Envelope::decode(b, max).map_err(ServiceError::from)
             })
             .await;
-            let Some(env) = decoded else { continue };
+            let Some(env) = decoded else { return ControlFlow::Continue(()) };
             let is_challenge = env.message_type == MessageType::Challenge;
             // Opening a debate waits for flushes (up to the flush time-out):
             // run it beside the loop so other debates keep moving.
@@ -144,6 +122,7 @@ pub async fn run(
             } else {
                 work.await;
             }
-        }
-    }
+            ControlFlow::Continue(())
+    })
+    .await;
 }

@@ -6,13 +6,13 @@
 //! key `regime.current`), so a restarted facilitator, and every other
 //! instance, uses the regime of the last broadcast.
 
+use std::ops::ControlFlow;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
 use async_nats::jetstream::{self, kv, AckKind};
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
@@ -167,45 +167,29 @@ pub async fn run(
     max_bytes: usize,
     shutdown: CancellationToken,
 ) {
-    loop {
-        let mut messages = match consumer.messages().await {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::warn!(error = %e, "broadcast consumer unavailable; retrying");
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(Duration::from_millis(500)) => continue,
-                }
-            }
+    let (regime, dlq) = (&regime, &dlq);
+    caucus_shared::nats::consume::consume(&consumer, "regime", &shutdown, move |msg| async move {
+        let Some(env) = decode_or_dead_letter(dlq, &msg, max_bytes, Envelope::decode).await else {
+            return ControlFlow::Continue(());
         };
-        loop {
-            let next = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                m = messages.next() => m,
-            };
-            let Some(next) = next else { break };
-            let Ok(msg) = next else { continue };
-            let Some(env) = decode_or_dead_letter(&dlq, &msg, max_bytes, Envelope::decode).await
-            else {
-                continue;
-            };
-            let Some(rec) = regime_of(&env) else {
+        let Some(rec) = regime_of(&env) else {
+            let _ = msg.ack().await;
+            return ControlFlow::Continue(());
+        };
+        let name = rec.regime.clone();
+        match regime.set(rec).await {
+            Ok(()) => {
+                tracing::info!(regime = %name, broadcast_id = %env.id, "current regime updated");
                 let _ = msg.ack().await;
-                continue;
-            };
-            let name = rec.regime.clone();
-            match regime.set(rec).await {
-                Ok(()) => {
-                    tracing::info!(regime = %name, broadcast_id = %env.id, "current regime updated");
-                    let _ = msg.ack().await;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "regime not stored; will retry");
-                    let _ = msg
-                        .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
-                        .await;
-                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "regime not stored; will retry");
+                let _ = msg
+                    .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                    .await;
             }
         }
-    }
+        ControlFlow::Continue(())
+    })
+    .await;
 }

@@ -3,6 +3,7 @@
 
 pub mod api;
 mod connect;
+pub mod consume;
 pub mod dlq;
 pub mod topology;
 pub mod trace;

@@ -1,0 +1,86 @@
+//! The loop every durable pull consumer of ours runs: create the consumer
+//! (retrying while JetStream is away), pull messages, re-open the message
+//! stream when it breaks, stop on shutdown. The per-message work is the
+//! caller's; a message it does not ack is redelivered by JetStream.
+
+use std::future::Future;
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer::PullConsumer};
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+/// Pause before retrying a consumer that could not be created or whose
+/// message stream broke.
+pub const RETRY_DELAY: Duration = Duration::from_millis(500);
+
+/// Calls `ensure` until it yields the consumer; `None` on shutdown.
+/// Failures are logged with `what` (the consumer's purpose).
+pub async fn ensure_retrying<F, Fut, E>(
+    what: &str,
+    shutdown: &CancellationToken,
+    mut ensure: F,
+) -> Option<PullConsumer>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<PullConsumer, E>>,
+    E: std::fmt::Display,
+{
+    loop {
+        match ensure().await {
+            Ok(c) => return Some(c),
+            Err(e) => {
+                tracing::warn!(error = %e, consumer = what, "consumer unavailable; retrying");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return None,
+                    _ = tokio::time::sleep(RETRY_DELAY) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Hands every message of `consumer` to `handle` until `shutdown`, or until
+/// `handle` answers [`ControlFlow::Break`] (e.g. the component it feeds
+/// went away). A message stream that breaks is re-opened; a message that
+/// arrives as an error is logged and skipped (JetStream redelivers it).
+pub async fn consume<F, Fut>(
+    consumer: &PullConsumer,
+    what: &str,
+    shutdown: &CancellationToken,
+    mut handle: F,
+) where
+    F: FnMut(jetstream::Message) -> Fut,
+    Fut: Future<Output = ControlFlow<()>>,
+{
+    loop {
+        let mut messages = match consumer.messages().await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(error = %e, consumer = what, "consumer unavailable; retrying");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(RETRY_DELAY) => continue,
+                }
+            }
+        };
+        loop {
+            let next = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                m = messages.next() => m,
+            };
+            let Some(next) = next else { break };
+            let msg = match next {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(error = %e, consumer = what, "message stream error");
+                    continue;
+                }
+            };
+            if handle(msg).await.is_break() {
+                return;
+            }
+        }
+    }
+}
