@@ -302,6 +302,27 @@ async fn the_macro_agent_broadcasts_and_the_coordinator_and_facilitator_react() 
         "BEAR_HIGH_RATES"
     );
     assert_eq!(flagged["flags"].as_array().unwrap().len(), 1);
+    // People get one card naming the flagged analyses.
+    let cards = eventually("the flag alert card", WAIT, || async {
+        let all = stream_messages(&api.nats, "CAUCUS_EVENTS", "caucus.alerts.warning").await;
+        let cards: Vec<Stored> = all
+            .into_iter()
+            .filter(|a| a.body["content"]["event_type"] == "workflows_flagged")
+            .collect();
+        (!cards.is_empty()).then_some(cards)
+    })
+    .await;
+    assert_eq!(cards.len(), 1, "one card per broadcast");
+    let c = &cards[0].body["content"];
+    assert_eq!(c["kind"], "regime_change");
+    assert!(
+        c["workflows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["workflow_id"] == running[0].as_str()),
+        "{c}"
+    );
     // Finished workflows are not flagged.
     let done = api.status(&unsure).await.pop().unwrap();
     assert!(done.get("flags").is_none(), "{done}");
