@@ -186,10 +186,14 @@ impl Scheduler {
     pub async fn load(&mut self) -> Result<usize, StoreError> {
         let all = self.store.load_all().await?;
         let mut n = 0;
-        for (rec, rev) in all {
+        let mut stage_lists = crate::workflow::StageLists::default();
+        for (mut rec, rev) in all {
             if rec.state.is_terminal() {
                 continue;
             }
+            // Workflows read back from KV share equal stage lists again,
+            // as they did when they were submitted together.
+            rec.stages = stage_lists.intern(&rec.pipeline, rec.stages);
             self.revisions.insert(rec.workflow_id.clone(), rev);
             self.engine.insert(rec);
             n += 1;

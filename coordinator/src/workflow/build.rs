@@ -200,3 +200,26 @@ pub fn instantiate(
     rec.open_gates(now);
     rec
 }
+
+/// Equal stage lists of reloaded workflows made one shared list again
+/// (one `Arc` per distinct list of a pipeline).
+#[derive(Debug, Default)]
+pub struct StageLists {
+    by_pipeline: HashMap<String, Vec<std::sync::Arc<Vec<StageDef>>>>,
+}
+
+impl StageLists {
+    /// The shared list equal to `stages`, remembering it when it is new.
+    pub fn intern(
+        &mut self,
+        pipeline: &str,
+        stages: std::sync::Arc<Vec<StageDef>>,
+    ) -> std::sync::Arc<Vec<StageDef>> {
+        let known = self.by_pipeline.entry(pipeline.to_string()).or_default();
+        if let Some(same) = known.iter().find(|k| **k == stages) {
+            return same.clone();
+        }
+        known.push(stages.clone());
+        stages
+    }
+}

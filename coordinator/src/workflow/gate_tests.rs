@@ -471,3 +471,27 @@ fn a_binding_resolution_reruns_what_used_another_value_and_what_followed() {
     assert_eq!(rec.state, WorkflowState::Completed);
     assert_eq!(rec.reruns.last().unwrap().groups.len(), 2);
 }
+
+#[test]
+fn equal_stage_lists_of_reloaded_workflows_are_shared_again() {
+    let a = stock_with_gate();
+    let b = stock_with_gate();
+    let text = serde_json::to_string(&a).unwrap();
+    let a2: WorkflowRecord = serde_json::from_str(&text).unwrap();
+    let b2: WorkflowRecord = serde_json::from_str(&serde_json::to_string(&b).unwrap()).unwrap();
+    assert!(
+        !std::sync::Arc::ptr_eq(&a2.stages, &b2.stages),
+        "read back apart"
+    );
+    let mut lists = StageLists::default();
+    let sa = lists.intern("p", a2.stages.clone());
+    let sb = lists.intern("p", b2.stages.clone());
+    assert!(std::sync::Arc::ptr_eq(&sa, &sb), "one shared list again");
+    let mut other = (*b2.stages).clone();
+    other.pop();
+    let so = lists.intern("p", std::sync::Arc::new(other));
+    assert!(
+        !std::sync::Arc::ptr_eq(&sa, &so),
+        "a different list stays apart"
+    );
+}

@@ -13,7 +13,7 @@ mod resume;
 mod tiers;
 mod transitions;
 
-pub use build::{instantiate, StageDef, StageKind, StageRetry};
+pub use build::{instantiate, StageDef, StageKind, StageLists, StageRetry};
 pub use gate::{
     GateAction, GateDecision, GateError, GateNotice, GateOutcome, GateRequest, GateState,
     GateTimers, RerunOutcome, RerunRecord, RerunRequest, GATE_AGENT,
