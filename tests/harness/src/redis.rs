@@ -10,6 +10,8 @@ use crate::process::Proc;
 use crate::{find_binary, free_port, wait_until};
 
 const INSTALL: &str = "apt-get install -y redis-server";
+/// Free ports tried before giving up.
+const PORT_ATTEMPTS: u32 = 5;
 
 /// A Redis server with persistence off; killed on Drop.
 pub struct Redis {
@@ -26,16 +28,30 @@ impl Redis {
             .prefix("caucus-redis-")
             .tempdir()
             .expect("tempdir");
+        // A free port can be taken by a parallel test before our server
+        // binds it; our server then exits and another one answers. Retry
+        // on a new port when that happens.
         let port = free_port();
-        let proc = spawn(port, dir.path(), 0);
-        let r = Redis {
-            proc,
+        let mut r = Redis {
+            proc: spawn(port, dir.path(), 0),
             port,
             dir,
             starts: 0,
         };
-        r.wait_ready();
-        r
+        for attempt in 1..=PORT_ATTEMPTS {
+            if r.wait_ready_or_exit() {
+                return r;
+            }
+            if attempt < PORT_ATTEMPTS {
+                r.starts += 1;
+                r.port = free_port();
+                r.proc = spawn(r.port, r.dir.path(), r.starts);
+            }
+        }
+        panic!(
+            "redis-server did not start on any of {PORT_ATTEMPTS} free ports (logs in {})",
+            r.dir.path().display()
+        );
     }
 
     /// `redis://127.0.0.1:<port>`.
@@ -66,18 +82,37 @@ impl Redis {
         raw(self.port, line).unwrap_or_else(|e| panic!("redis {line}: {e}"))
     }
 
-    fn wait_ready(&self) {
+    fn wait_ready(&mut self) {
+        if !self.wait_ready_or_exit() {
+            panic!(
+                "redis-server exited on port {} (log {})",
+                self.port,
+                log_path(self.dir.path(), self.starts).display()
+            );
+        }
+    }
+
+    /// Waits until *our* server answers (its `process_id` is our child's:
+    /// a PONG from another test's server on a reused port does not count);
+    /// `false` when our server exited first.
+    fn wait_ready_or_exit(&mut self) -> bool {
         let log = log_path(self.dir.path(), self.starts);
+        let pid = self.proc.pid().map(|p| format!("process_id:{p}\r\n"));
+        let port = self.port;
+        let proc = &mut self.proc;
         wait_until(
             &format!("redis-server PONG (log {})", log.display()),
             Duration::from_secs(20),
             || {
-                raw(self.port, "PING")
-                    .ok()
-                    .filter(|r| r.starts_with("+PONG"))
-                    .map(|_| ())
+                if proc.try_wait().is_some() {
+                    return Some(false);
+                }
+                let info = raw(port, "INFO server").ok()?;
+                pid.as_ref()
+                    .filter(|p| info.contains(p.as_str()))
+                    .map(|_| true)
             },
-        );
+        )
     }
 }
 
@@ -85,7 +120,7 @@ fn raw(port: u16, line: &str) -> std::io::Result<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     s.write_all(format!("{line}\r\n").as_bytes())?;
-    let mut buf = [0u8; 512];
+    let mut buf = [0u8; 8192];
     let n = s.read(&mut buf)?;
     Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
@@ -108,4 +143,24 @@ fn spawn(port: u16, dir: &Path, starts: u32) -> Proc {
         .arg("--dir")
         .arg(dir);
     Proc::spawn(cmd, &log_path(dir, starts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn another_servers_pong_on_our_port_is_not_our_server_ready() {
+        let a = Redis::start();
+        let dir = tempfile::tempdir().unwrap();
+        // B cannot bind A's port and exits; A answers PING on that port.
+        let mut b = Redis {
+            proc: spawn(a.port, dir.path(), 0),
+            port: a.port,
+            dir,
+            starts: 0,
+        };
+        assert!(!b.wait_ready_or_exit(), "A's PONG must not count for B");
+        assert!(a.command("PING").starts_with("+PONG"));
+    }
 }
