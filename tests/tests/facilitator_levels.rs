@@ -99,7 +99,12 @@ async fn level1_accepted_evidence_resolves_and_every_message_carries_the_snapsho
     ] {
         assert!(!r[field].is_null(), "resolution lacks {field}: {r}");
     }
-    let events = c.events("CH-001", "resolution").await;
+    // The event goes out right after the stored resolution: poll for it.
+    let events = poll("the resolution event", WAIT, || async {
+        let e = c.events("CH-001", "resolution").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["message_type"], "debate_resolution");
     assert_eq!(events[0]["content"]["snapshot_id"], snapshot.as_str());
@@ -128,7 +133,11 @@ async fn ack_timeout_goes_to_level2_and_without_track_records_to_a_person() {
         "{}",
         d["assessment"]
     );
-    let esc = c.events("CH-002", "escalation").await;
+    let esc = poll("both escalation events", WAIT, || async {
+        let e = c.events("CH-002", "escalation").await;
+        (e.len() >= 2).then_some(e)
+    })
+    .await;
     let steps: Vec<(u64, u64, String)> = esc
         .iter()
         .map(|e| {
@@ -501,7 +510,11 @@ async fn evidence_without_a_verdict_times_out_to_level2() {
             d["level"].as_u64().unwrap_or(0) >= 2
         })
         .await;
-    let esc = c.events("CH-VT", "escalation").await;
+    let esc = poll("the escalation event", WAIT, || async {
+        let e = c.events("CH-VT", "escalation").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
     assert_eq!(esc[0]["content"]["from_level"], 1);
     assert_eq!(esc[0]["content"]["to_level"], 2);
     assert_eq!(esc[0]["content"]["reason"], "verdict_timeout", "{}", esc[0]);

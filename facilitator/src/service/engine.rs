@@ -396,15 +396,6 @@ impl Facilitator {
                 }
                 Effect::Resolved(rec) => {
                     tracing::info!(debate_id = %d.debate_id, level = rec.level, label = %rec.label, "debate resolved");
-                    // Who was right feeds the track records (agreed or
-                    // decided by a person; see debate::outcomes).
-                    let regime = self.regime.get().await;
-                    for t in crate::debate::outcomes::track_records(d, &rec, &regime) {
-                        let agent = t.agent.clone();
-                        if let Err(e) = self.tracks.append(&agent, &[t]).await {
-                            tracing::warn!(debate_id = %d.debate_id, agent, error = %e, "debate outcome not added to the track record");
-                        }
-                    }
                     match Envelope::with_content(self.name.clone(), &rec.to_wire()) {
                         Ok(env) => {
                             let id = format!(
@@ -428,6 +419,16 @@ impl Facilitator {
                         }
                         Err(e) => {
                             tracing::error!(debate_id = %d.debate_id, error = %e, "resolution does not validate")
+                        }
+                    }
+                    // Who was right feeds the track records (agreed or
+                    // decided by a person; see debate::outcomes), after
+                    // the resolution went out.
+                    let regime = self.regime.get().await;
+                    for t in crate::debate::outcomes::track_records(d, &rec, &regime) {
+                        let agent = t.agent.clone();
+                        if let Err(e) = self.tracks.append(&agent, &[t]).await {
+                            tracing::warn!(debate_id = %d.debate_id, agent, error = %e, "debate outcome not added to the track record");
                         }
                     }
                 }
