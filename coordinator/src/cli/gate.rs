@@ -167,7 +167,7 @@ pub async fn run(client: &Client, cmd: GateCommand, as_json: bool) -> anyhow::Re
                 body["context"] = json!(c);
             }
             if let Some(v) = value {
-                let parsed = parse_value(&v)
+                let parsed = caucus_shared::messages::assumption_value(&json!(v))
                     .ok_or_else(|| anyhow::anyhow!("--value {v}: not a number like 0.28 or 28%"))?;
                 let metric = match metric {
                     Some(m) => m,
@@ -224,14 +224,6 @@ async fn debate_metric(client: &Client, debate_id: &str) -> anyhow::Result<Strin
     .into_iter()
     .find_map(|m| m.as_str().map(str::to_string));
     metric.ok_or_else(|| anyhow::anyhow!("debate {debate_id} names no metric; pass --metric"))
-}
-
-fn parse_value(v: &str) -> Option<f64> {
-    let t = v.trim();
-    match t.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().ok().map(|x| x / 100.0),
-        None => t.trim_start_matches('$').parse().ok(),
-    }
 }
 
 fn print_list(r: &Value) {

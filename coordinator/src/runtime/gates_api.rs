@@ -20,6 +20,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
+use caucus_shared::messages::assumption_value;
 use caucus_shared::nats::api::{api_request, ApiError, CODE_NO_RESPONDERS};
 use caucus_shared::subjects::{StreamKind, Subjects};
 
@@ -382,9 +383,7 @@ impl GateApi {
         let answer = self.facilitator("gate_review", &Value::Object(m)).await?;
         let metric = metric_of(&answer, &debate);
         let mut out = json!({ "facilitator": answer });
-        let final_value = answer["resolution"]["final_position"]["value"]
-            .as_f64()
-            .or_else(|| number(&answer["resolution"]["final_position"]["value"]));
+        let final_value = assumption_value(&answer["resolution"]["final_position"]["value"]);
         let settled = match (&metric, final_value) {
             (Some(k), Some(v)) if action != "redebate" => super::gates::assumptions(k, v),
             _ => BTreeMap::new(),
@@ -445,16 +444,6 @@ impl GateApi {
     }
 }
 
-fn number(v: &Value) -> Option<f64> {
-    let s = v.as_str()?.trim();
-    let (s, pct) = match s.strip_suffix('%') {
-        Some(x) => (x, true),
-        None => (s, false),
-    };
-    let x: f64 = s.trim_start_matches('$').trim().parse().ok()?;
-    Some(if pct { x / 100.0 } else { x })
-}
-
 fn metric_of(answer: &Value, debate: &Value) -> Option<String> {
     [
         &answer["resolution"]["final_position"]["metric"],
@@ -513,7 +502,7 @@ pub fn analyses_of(rec: &WorkflowRecord, debate: &Value) -> Vec<Value> {
             let current = imp["result"]
                 .as_str()
                 .and_then(|p| t.output.as_ref().and_then(|o| o.pointer(p)))
-                .and_then(|v| v.as_f64().or_else(|| number(v)));
+                .and_then(assumption_value);
             let up: BTreeSet<String> = rec.upstream_of(&t.stage);
             let depends_on: Vec<&str> = stage_of
                 .iter()

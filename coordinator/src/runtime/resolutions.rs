@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, AckKind};
 use async_nats::Client;
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use caucus_shared::envelope::{DecodeError, Envelope, MessageType};
@@ -60,18 +60,7 @@ pub fn decode(bytes: &[u8], max: usize) -> Result<Option<Settled>, DecodeError> 
     let Some(metric) = p.metric.clone() else {
         return Ok(None);
     };
-    let value = match &p.value {
-        Some(Value::Number(n)) => n.as_f64(),
-        Some(Value::String(s)) => {
-            let t = s.trim();
-            match t.strip_suffix('%') {
-                Some(x) => x.trim().parse::<f64>().ok().map(|v| v / 100.0),
-                None => t.trim_start_matches('$').parse().ok(),
-            }
-        }
-        _ => None,
-    };
-    let Some(value) = value.filter(|v| v.is_finite()) else {
+    let Some(value) = p.number() else {
         return Ok(None);
     };
     Ok(Some(Settled {
@@ -217,6 +206,7 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn event(provisional: bool, value: Value) -> Vec<u8> {
         json!({"message_type": "debate_resolution", "from_agent": "facilitator",

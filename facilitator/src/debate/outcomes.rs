@@ -24,25 +24,11 @@ use super::{Debate, ResolutionRecord};
 use crate::credibility::TrackRecord;
 use crate::side::Side;
 
-fn number(p: &Position) -> Option<f64> {
-    match p.value.as_ref()? {
-        serde_json::Value::Number(n) => n.as_f64(),
-        serde_json::Value::String(s) => {
-            let t = s.trim();
-            match t.strip_suffix('%') {
-                Some(x) => x.trim().parse::<f64>().ok().map(|v| v / 100.0),
-                None => t.trim_start_matches('$').parse().ok(),
-            }
-        }
-        _ => None,
-    }
-}
-
 fn same(a: &Position, b: &Position) -> bool {
     if a.statement.trim() == b.statement.trim() {
         return true;
     }
-    match (number(a), number(b)) {
+    match (a.number(), b.number()) {
         (Some(x), Some(y)) => a.metric == b.metric && (x - y).abs() < 1e-9,
         _ => false,
     }
@@ -81,8 +67,8 @@ pub fn track_records(d: &Debate, r: &ResolutionRecord, default_regime: &str) -> 
     } else {
         // A position of the person's own: closer is more right.
         let dist = |p: Option<&Position>| {
-            let v = number(fin)?;
-            Some((number(p?)? - v).abs())
+            let v = fin.number()?;
+            Some((p?.number()? - v).abs())
         };
         match (dist(sides[0].1), dist(sides[1].1)) {
             (Some(a), Some(b)) if (a - b).abs() > 1e-12 => {

@@ -54,7 +54,29 @@ pub struct Position {
     pub evidence: Vec<String>,
 }
 
+/// A value as an assumption's number: a JSON number, or a string such as
+/// `"0.28"`, `"28%"` (a share: 0.28) or `"$85"`. Not finite: `None`.
+pub fn assumption_value(v: &Value) -> Option<f64> {
+    let x = match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => {
+            let t = s.trim();
+            match t.strip_suffix('%') {
+                Some(p) => p.trim().parse::<f64>().ok().map(|x| x / 100.0),
+                None => t.trim_start_matches('$').trim().parse().ok(),
+            }
+        }
+        _ => None,
+    };
+    x.filter(|x| x.is_finite())
+}
+
 impl Position {
+    /// Its value as a number (see [`assumption_value`]).
+    pub fn number(&self) -> Option<f64> {
+        self.value.as_ref().and_then(assumption_value)
+    }
+
     pub(crate) fn validate(&self, field: &str) -> Result<(), String> {
         non_empty(&format!("{field}.statement"), &self.statement)?;
         opt_unit_interval(&format!("{field}.confidence"), self.confidence)
@@ -131,5 +153,22 @@ impl MessageContent for Challenge {
             p.validate("challenged_position")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod value_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn assumption_values_read_numbers_shares_and_prices() {
+        assert_eq!(assumption_value(&json!(0.28)), Some(0.28));
+        assert_eq!(assumption_value(&json!(" 28% ")), Some(0.28));
+        assert_eq!(assumption_value(&json!("$85")), Some(85.0));
+        assert_eq!(assumption_value(&json!("0.3")), Some(0.3));
+        assert_eq!(assumption_value(&json!("high")), None);
+        assert_eq!(assumption_value(&json!("inf")), None);
+        assert_eq!(assumption_value(&json!(true)), None);
     }
 }
