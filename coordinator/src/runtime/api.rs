@@ -5,14 +5,13 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::sync::oneshot;
 
 use caucus_shared::clock::SharedClock;
 use caucus_shared::nats::api::ApiError;
 use caucus_shared::subjects::encode_token;
 
 use super::pipelines::{resolve, stages_of};
-use super::scheduler::{Command, SchedulerHandle, StatusFilter, SCHEDULER_REPLY_TIMEOUT};
+use super::scheduler::{ask, AskError, Command, SchedulerHandle, StatusFilter};
 use crate::planner;
 use crate::workflow::{instantiate, LevelReviewMode, LevelReviewPolicy, WorkflowRecord};
 
@@ -120,15 +119,8 @@ pub async fn submit(
         .iter()
         .map(|r| json!({"workflow_id": r.workflow_id, "item": r.item}))
         .collect();
-    let (tx, rx) = oneshot::channel();
-    scheduler
-        .send(Command::Submit { records, reply: tx })
-        .await
-        .map_err(|_| ApiError::new("unavailable", "the coordinator is shutting down"))?;
-    let ids = tokio::time::timeout(SCHEDULER_REPLY_TIMEOUT, rx)
-        .await
-        .map_err(|_| ApiError::new("timeout", "the scheduler did not answer in time"))?
-        .map_err(|_| ApiError::new("unavailable", "the coordinator is shutting down"))?
+    let ids = ask(&scheduler, |reply| Command::Submit { records, reply })
+        .await?
         .map_err(|e| ApiError::new("store_failed", e))?;
     Ok(json!({
         "pipeline": spec.name,
@@ -155,15 +147,7 @@ pub async fn status(
         }
     }
     let scheduler = scheduler()?;
-    let (tx, rx) = oneshot::channel();
-    scheduler
-        .send(Command::Status { filter, reply: tx })
-        .await
-        .map_err(|_| ApiError::new("unavailable", "the coordinator is shutting down"))?;
-    tokio::time::timeout(SCHEDULER_REPLY_TIMEOUT, rx)
-        .await
-        .map_err(|_| ApiError::new("timeout", "the scheduler did not answer in time"))?
-        .map_err(|_| ApiError::new("unavailable", "the coordinator is shutting down"))
+    Ok(ask(&scheduler, |reply| Command::Status { filter, reply }).await?)
 }
 
 /// `coordinator.plan`: a dry run, no state touched.
@@ -286,13 +270,12 @@ pub async fn workers(
     use caucus_shared::subjects::StreamKind;
 
     let load = match scheduler {
-        Some(s) => {
-            let (tx, rx) = oneshot::channel();
-            s.send(Command::Load { reply: tx })
-                .await
-                .map_err(|_| ApiError::new("unavailable", "the coordinator is shutting down"))?;
-            rx.await.unwrap_or_default()
-        }
+        Some(s) => match ask(&s, |reply| Command::Load { reply }).await {
+            Ok(load) => load,
+            Err(AskError::Closed) => return Err(AskError::Closed.into()),
+            // A scheduler stopping mid-request: the workers still list.
+            Err(_) => BTreeMap::new(),
+        },
         None => BTreeMap::new(),
     };
     let prefix = subjects.prefix().to_string();

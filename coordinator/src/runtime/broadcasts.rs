@@ -12,7 +12,6 @@ use std::time::Duration;
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
 use async_nats::jetstream::{self, AckKind};
 use serde_json::json;
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use caucus_shared::clock::SharedClock;
@@ -22,7 +21,7 @@ use caucus_shared::messages::Alert;
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
 use caucus_shared::subjects::{StreamKind, Subjects};
 
-use super::scheduler::{Command, SchedulerHandle, SCHEDULER_REPLY_TIMEOUT};
+use super::scheduler::{ask, AskError, Command, SchedulerHandle};
 use crate::workflow::WorkflowFlag;
 
 /// Durable name of the coordinator's broadcast consumer.
@@ -94,19 +93,14 @@ pub async fn run(
                 let _ = msg.ack().await;
                 return ControlFlow::Continue(());
             };
-            let (tx, rx) = oneshot::channel();
-            if scheduler
-                .send(Command::Flag { flag, reply: tx })
-                .await
-                .is_err()
-            {
-                let _ = msg
-                    .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
-                    .await;
-                return ControlFlow::Break(());
-            }
-            match tokio::time::timeout(SCHEDULER_REPLY_TIMEOUT, rx).await {
-                Ok(Ok(n)) => {
+            match ask(scheduler, |reply| Command::Flag { flag, reply }).await {
+                Err(AskError::Closed) => {
+                    let _ = msg
+                        .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                        .await;
+                    return ControlFlow::Break(());
+                }
+                Ok(n) => {
                     tracing::info!(broadcast_id = %env.id, flagged = n, "workflows flagged for re-evaluation");
                     let _ = msg.ack().await;
                 }

@@ -4,12 +4,11 @@
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use tokio::sync::oneshot;
 
 use caucus_shared::nats::ApiError;
 
 use super::control::{BatchStatusArgs, ControlOp};
-use super::scheduler::{Command, SchedulerHandle, SCHEDULER_REPLY_TIMEOUT};
+use super::scheduler::{ask, Command, SchedulerHandle};
 
 /// The operations this module answers.
 pub const OPERATIONS: [&str; 5] = [
@@ -54,13 +53,5 @@ pub async fn call(
 ) -> Result<Value, ApiError> {
     let op = op_of(op, body)?;
     let scheduler = scheduler()?;
-    let (tx, rx) = oneshot::channel();
-    scheduler
-        .send(Command::Control { op, reply: tx })
-        .await
-        .map_err(|_| ApiError::new("unavailable", "the coordinator is shutting down"))?;
-    tokio::time::timeout(SCHEDULER_REPLY_TIMEOUT, rx)
-        .await
-        .map_err(|_| ApiError::new("timeout", "the scheduler did not answer in time"))?
-        .map_err(|_| ApiError::new("unavailable", "the coordinator is shutting down"))?
+    ask(&scheduler, |reply| Command::Control { op, reply }).await?
 }

@@ -9,7 +9,6 @@ use std::ops::ControlFlow;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, AckKind};
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use caucus_shared::envelope::{DecodeError, Envelope, MessageType};
@@ -19,7 +18,7 @@ use caucus_shared::subjects::{StreamKind, Subjects};
 
 use super::batch::BatchPauseArgs;
 use super::control::{ControlOp, PauseArgs, ResumeArgs};
-use super::scheduler::{Command, SchedulerHandle, SCHEDULER_REPLY_TIMEOUT};
+use super::scheduler::{ask, AskError, Command, SchedulerHandle};
 
 /// Durable name of the coordinator's control consumer.
 pub const CONTROL_CONSUMER: &str = "coordinator-control";
@@ -172,22 +171,17 @@ pub async fn run(
             else {
                 return ControlFlow::Continue(());
             };
-            let (tx, rx) = oneshot::channel();
-            if scheduler
-                .send(Command::Control { op, reply: tx })
-                .await
-                .is_err()
-            {
-                let _ = msg
-                    .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
-                    .await;
-                return ControlFlow::Break(());
-            }
-            match tokio::time::timeout(SCHEDULER_REPLY_TIMEOUT, rx).await {
-                Ok(Ok(Ok(_))) => {
+            match ask(scheduler, |reply| Command::Control { op, reply }).await {
+                Err(AskError::Closed) => {
+                    let _ = msg
+                        .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                        .await;
+                    return ControlFlow::Break(());
+                }
+                Ok(Ok(_)) => {
                     let _ = msg.ack().await;
                 }
-                Ok(Ok(Err(e))) => {
+                Ok(Err(e)) => {
                     tracing::warn!(subject = %subject, code = %e.code, error = %e.message, "control command refused");
                     match dlq.dead_letter_message(&msg, &e.code, &e.message).await {
                         Ok(()) => {

@@ -18,14 +18,13 @@ use async_nats::Client;
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::sync::oneshot;
 
 use caucus_shared::messages::assumption_value;
 use caucus_shared::nats::api::{api_request, ApiError, CODE_NO_RESPONDERS};
 use caucus_shared::subjects::{StreamKind, Subjects};
 
 use super::gates::GateOp;
-use super::scheduler::{Command, SchedulerHandle, SCHEDULER_REPLY_TIMEOUT};
+use super::scheduler::{ask, Command, SchedulerHandle};
 use crate::workflow::{GateAction, GateRequest, RerunRequest, WorkflowRecord};
 
 /// Findings read into one decision package, at most.
@@ -48,15 +47,7 @@ fn parse<T: for<'de> Deserialize<'de>>(v: Value) -> Result<T, ApiError> {
 
 /// Sends `op` to the scheduler and waits for its answer.
 pub async fn call(handle: &SchedulerHandle, op: GateOp) -> Result<Value, ApiError> {
-    let (tx, rx) = oneshot::channel();
-    handle
-        .send(Command::Gate { op, reply: tx })
-        .await
-        .map_err(|_| ApiError::new("unavailable", "the scheduler is shutting down"))?;
-    tokio::time::timeout(SCHEDULER_REPLY_TIMEOUT, rx)
-        .await
-        .map_err(|_| ApiError::new("timeout", "the scheduler did not answer"))?
-        .map_err(|_| ApiError::new("unavailable", "the scheduler stopped"))?
+    ask(handle, |reply| Command::Gate { op, reply }).await?
 }
 
 #[derive(Debug, Deserialize)]

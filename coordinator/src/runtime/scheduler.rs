@@ -709,5 +709,45 @@ impl Scheduler {
     }
 }
 
+/// Why the scheduler gave no answer to [`ask`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AskError {
+    /// It no longer takes commands (shutting down or stepped down).
+    Closed,
+    /// It took the command but dropped it unanswered (it is stopping).
+    Dropped,
+    /// No answer within [`SCHEDULER_REPLY_TIMEOUT`].
+    Timeout,
+}
+
+impl From<AskError> for ApiError {
+    fn from(e: AskError) -> ApiError {
+        match e {
+            AskError::Closed | AskError::Dropped => {
+                ApiError::new("unavailable", "the coordinator is shutting down")
+            }
+            AskError::Timeout => ApiError::new("timeout", "the scheduler did not answer in time"),
+        }
+    }
+}
+
+/// Sends the command `command` builds around a reply channel and waits for
+/// the scheduler's answer (at most [`SCHEDULER_REPLY_TIMEOUT`]).
+pub async fn ask<T>(
+    handle: &SchedulerHandle,
+    command: impl FnOnce(oneshot::Sender<T>) -> Command,
+) -> Result<T, AskError> {
+    let (tx, rx) = oneshot::channel();
+    handle
+        .send(command(tx))
+        .await
+        .map_err(|_| AskError::Closed)?;
+    match tokio::time::timeout(SCHEDULER_REPLY_TIMEOUT, rx).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(_)) => Err(AskError::Dropped),
+        Err(_) => Err(AskError::Timeout),
+    }
+}
+
 /// How long `submit` and `status` callers wait for the scheduler.
 pub const SCHEDULER_REPLY_TIMEOUT: Duration = Duration::from_secs(30);
