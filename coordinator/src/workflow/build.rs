@@ -146,31 +146,17 @@ pub fn instantiate(
         for shard in shards {
             tasks.insert(
                 task_key(&s.name, shard),
-                TaskRecord {
-                    stage: s.name.clone(),
-                    agent_type: s.agent_type.clone(),
+                TaskRecord::new(
+                    s.name.clone(),
+                    s.agent_type.clone(),
                     shard,
-                    state: if s.depends_on.is_empty() {
+                    if s.depends_on.is_empty() {
                         TaskRunState::Ready
                     } else {
                         TaskRunState::Waiting
                     },
-                    attempt: 0,
-                    priority: paths.get(&s.name).copied().unwrap_or(s.expected),
-                    worker_id: None,
-                    dispatched_at: None,
-                    started_at: None,
-                    finished_at: None,
-                    not_before: None,
-                    output: None,
-                    error: None,
-                    overdue: false,
-                    attempt_base: 0,
-                    failure_counts: BTreeMap::new(),
-                    gate: None,
-                    previous_output: None,
-                    held: false,
-                },
+                    paths.get(&s.name).copied().unwrap_or(s.expected),
+                ),
             );
         }
     }

@@ -405,27 +405,13 @@ impl WorkflowRecord {
         });
         self.tasks.insert(
             key.clone(),
-            TaskRecord {
-                stage: key.clone(),
-                agent_type: policy.agent.clone(),
-                shard: None,
-                state: TaskRunState::Ready,
-                attempt: 0,
-                priority: policy.expected + tail,
-                worker_id: None,
-                dispatched_at: None,
-                started_at: None,
-                finished_at: None,
-                not_before: None,
-                output: None,
-                error: None,
-                overdue: false,
-                attempt_base: 0,
-                failure_counts: BTreeMap::new(),
-                gate: None,
-                previous_output: None,
-                held: false,
-            },
+            TaskRecord::new(
+                key.clone(),
+                policy.agent.clone(),
+                None,
+                TaskRunState::Ready,
+                policy.expected + tail,
+            ),
         );
         key
     }

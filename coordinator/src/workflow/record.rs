@@ -163,6 +163,37 @@ pub struct TaskRecord {
 }
 
 impl TaskRecord {
+    /// A task that has not run yet, in `state` (ready or waiting).
+    pub fn new(
+        stage: String,
+        agent_type: String,
+        shard: Option<u32>,
+        state: TaskRunState,
+        priority: f64,
+    ) -> TaskRecord {
+        TaskRecord {
+            stage,
+            agent_type,
+            shard,
+            state,
+            attempt: 0,
+            priority,
+            worker_id: None,
+            dispatched_at: None,
+            started_at: None,
+            finished_at: None,
+            not_before: None,
+            output: None,
+            error: None,
+            overdue: false,
+            attempt_base: 0,
+            failure_counts: BTreeMap::new(),
+            gate: None,
+            previous_output: None,
+            held: false,
+        }
+    }
+
     /// Starts the task over as a new attempt, waiting for its dependencies:
     /// the old attempt's late events become stale and the next dispatch
     /// gets a fresh de-duplication id. Attempts so far no longer count
