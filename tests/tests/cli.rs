@@ -2,28 +2,8 @@
 
 mod common;
 
-use std::process::Command;
-
-use caucus_harness::{bin_path, Stack};
-use common::{coordinator, worker};
-
-fn caucus(stack: &Stack, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(bin_path("caucus"))
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("CAUCUS_NATS_URL", stack.nats.url())
-        .env("CAUCUS_REDIS_URL", stack.redis.url())
-        // No repository root: the CLI must not pick up a local stack.env.
-        .env("CAUCUS_HOME", "/nonexistent")
-        .output()
-        .expect("run caucus");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use caucus_harness::Stack;
+use common::{caucus, coordinator, worker};
 
 #[test]
 fn plan_shows_the_seed_makespans() {

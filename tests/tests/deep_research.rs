@@ -3,13 +3,12 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use caucus_harness::{bin_path, Service, Stack};
+use caucus_harness::{Service, Stack};
 use chrono::{DateTime, Utc};
-use common::{coordinator, eventually, stream_messages, worker, Api};
+use common::{caucus, coordinator, eventually, stream_messages, worker, Api};
 use serde_json::{json, Value};
 
 const ALL: &str =
@@ -97,23 +96,6 @@ async fn stored(api: &Api, bucket: &str, key: &str) -> Option<String> {
         .ok()
         .flatten()
         .map(|b| String::from_utf8_lossy(&b).into_owned())
-}
-
-fn caucus(stack: &Stack, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(bin_path("caucus"))
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("CAUCUS_NATS_URL", stack.nats.url())
-        .env("CAUCUS_REDIS_URL", stack.redis.url())
-        .env("CAUCUS_HOME", "/nonexistent")
-        .output()
-        .expect("run caucus");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn time(v: &Value) -> DateTime<Utc> {

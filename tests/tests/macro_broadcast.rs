@@ -6,31 +6,13 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
-use caucus_harness::{bin_path, Stack};
+use caucus_harness::Stack;
 use common::*;
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-fn caucus(stack: &Stack, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(bin_path("caucus"))
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("CAUCUS_NATS_URL", stack.nats.url())
-        .env("CAUCUS_REDIS_URL", stack.redis.url())
-        .env("CAUCUS_HOME", "/nonexistent")
-        .output()
-        .expect("run caucus");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// `caucus broadcast` of BULL_LOW_RATES → BEAR_HIGH_RATES with Technology
 /// −15 score points and +2.5 pts discount rate, +1 pt for every sector.

@@ -5,13 +5,12 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
-use caucus_harness::{bin_path, Service, Stack};
+use caucus_harness::{Service, Stack};
 use caucus_shared::nats::{api_request, ApiError};
 use caucus_shared::subjects::Subjects;
-use common::{coordinator, worker};
+use common::{caucus, coordinator, worker};
 use serde_json::{json, Value};
 
 /// One script plays every agent type: it echoes what it was given, agrees
@@ -131,23 +130,6 @@ fn output(v: &Value, i: usize) -> String {
         .as_str()
         .unwrap_or_default()
         .to_string()
-}
-
-fn caucus(stack: &Stack, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(bin_path("caucus"))
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("CAUCUS_NATS_URL", stack.nats.url())
-        .env("CAUCUS_REDIS_URL", stack.redis.url())
-        .env("CAUCUS_HOME", "/nonexistent")
-        .output()
-        .expect("run caucus");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// Debate 3×3 = 9, peer review of 3 = 9, hierarchical with 3 workers = 5,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream;
 use futures::StreamExt;
 
-use caucus_harness::{Service, Stack};
+use caucus_harness::{bin_path, Service, Stack};
 use caucus_shared::nats::{api_request, ApiError};
 use caucus_shared::subjects::Subjects;
 use serde_json::{json, Value};
@@ -327,5 +327,25 @@ pub fn quota_handler(dir: &std::path::Path) -> String {
          echo '{{\"fair_value\": 1}}'",
         b = dir.join("broken").display(),
         n = dir.join("named").display()
+    )
+}
+
+/// Runs the `caucus` CLI against `stack` with a clean environment (no
+/// repository root, so no local stack.env is picked up); returns the exit
+/// code, stdout and stderr.
+pub fn caucus(stack: &Stack, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(bin_path("caucus"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("CAUCUS_NATS_URL", stack.nats.url())
+        .env("CAUCUS_REDIS_URL", stack.redis.url())
+        .env("CAUCUS_HOME", "/nonexistent")
+        .output()
+        .expect("run caucus");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
