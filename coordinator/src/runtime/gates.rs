@@ -13,9 +13,7 @@ use caucus_shared::nats::api::ApiError;
 
 use super::api::workflow_json;
 use crate::engine::Engine;
-use crate::workflow::{
-    GateError, GateRequest, GateTimers, RerunRequest, TaskRunState, WorkflowRecord,
-};
+use crate::workflow::{GateError, GateRequest, GateTimers, RerunRequest, WorkflowRecord};
 
 /// A gate operation the scheduler carries out.
 #[derive(Debug, Clone)]
@@ -289,21 +287,22 @@ pub fn notice_fields(rec: &WorkflowRecord, gate: &str, waiting_ms: i64, n: u32) 
     })
 }
 
-/// Open gates of auto-approving workflows: (workflow, gate, item).
-pub fn auto_candidates(engine: &Engine) -> Vec<(String, String, String)> {
-    engine
-        .workflows()
-        .filter(|r| r.auto_approve_gates && r.state.accepts_dispatch())
-        .flat_map(|r| {
-            r.tasks
-                .iter()
-                .filter(|(k, t)| {
-                    t.state == TaskRunState::AwaitingApproval && r.pending_upstream(k).is_empty()
-                })
-                .map(|(k, _)| (r.workflow_id.clone(), k.clone(), r.item.clone()))
-                .collect::<Vec<_>>()
-        })
+/// The open gates of `r` that may approve themselves now: (workflow, gate,
+/// item); none unless it was submitted with `auto_approve_gates`.
+fn auto_ready(r: &WorkflowRecord) -> Vec<(String, String, String)> {
+    if !(r.auto_approve_gates && r.state.accepts_dispatch()) {
+        return Vec::new();
+    }
+    r.open_gate_keys()
+        .into_iter()
+        .filter(|k| r.pending_upstream(k).is_empty())
+        .map(|k| (r.workflow_id.clone(), k, r.item.clone()))
         .collect()
+}
+
+/// Open gates of every auto-approving workflow.
+pub fn auto_candidates(engine: &Engine) -> Vec<(String, String, String)> {
+    engine.workflows().flat_map(auto_ready).collect()
 }
 
 /// Open gates ready for automatic approval among the workflows `ids`.
@@ -312,14 +311,7 @@ pub fn auto_candidates_of(engine: &Engine, ids: &[String]) -> Vec<(String, Strin
     ids.iter()
         .filter(|id| seen.insert(id.as_str()))
         .filter_map(|id| engine.get(id))
-        .filter(|r| r.auto_approve_gates && r.state.accepts_dispatch())
-        .flat_map(|r| {
-            r.open_gate_keys()
-                .into_iter()
-                .filter(|k| r.pending_upstream(k).is_empty())
-                .map(|k| (r.workflow_id.clone(), k, r.item.clone()))
-                .collect::<Vec<_>>()
-        })
+        .flat_map(auto_ready)
         .collect()
 }
 

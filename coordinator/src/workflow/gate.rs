@@ -536,33 +536,36 @@ impl WorkflowRecord {
         timers: &GateTimers,
     ) -> Vec<GateNotice> {
         let mut out = Vec::new();
-        for (k, t) in self.tasks.iter_mut() {
-            if k != key || t.state != TaskRunState::AwaitingApproval {
-                continue;
-            }
-            let Some(g) = t.gate.as_mut() else { continue };
-            let waited = (now - g.opened_at).to_std().unwrap_or_default();
-            let due = timers.reminders.iter().filter(|d| **d <= waited).count() as u32;
-            if due > g.reminders_sent {
-                // Only the latest one: after a coordinator outage a person
-                // gets one reminder, not a burst of stale ones.
-                g.reminders_sent = due;
-                out.push(GateNotice {
-                    gate: k.clone(),
-                    reminder: due,
-                    escalation: false,
-                    waiting_ms: waited.as_millis() as i64,
-                });
-            }
-            if g.escalated_at.is_none() && timers.escalate_after.is_some_and(|e| e <= waited) {
-                g.escalated_at = Some(now);
-                out.push(GateNotice {
-                    gate: k.clone(),
-                    reminder: 0,
-                    escalation: true,
-                    waiting_ms: waited.as_millis() as i64,
-                });
-            }
+        let Some(g) = self
+            .tasks
+            .get_mut(key)
+            .filter(|t| t.state == TaskRunState::AwaitingApproval)
+            .and_then(|t| t.gate.as_mut())
+        else {
+            return out;
+        };
+        let waited = (now - g.opened_at).to_std().unwrap_or_default();
+        let waiting_ms = waited.as_millis() as i64;
+        let due = timers.reminders.iter().filter(|d| **d <= waited).count() as u32;
+        if due > g.reminders_sent {
+            // Only the latest one: after a coordinator outage a person
+            // gets one reminder, not a burst of stale ones.
+            g.reminders_sent = due;
+            out.push(GateNotice {
+                gate: key.to_string(),
+                reminder: due,
+                escalation: false,
+                waiting_ms,
+            });
+        }
+        if g.escalated_at.is_none() && timers.escalate_after.is_some_and(|e| e <= waited) {
+            g.escalated_at = Some(now);
+            out.push(GateNotice {
+                gate: key.to_string(),
+                reminder: 0,
+                escalation: true,
+                waiting_ms,
+            });
         }
         if !out.is_empty() {
             self.updated_at = now;
