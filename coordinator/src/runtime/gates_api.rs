@@ -494,6 +494,10 @@ pub fn analyses_of(rec: &WorkflowRecord, debate: &Value) -> Vec<Value> {
                 .as_str()
                 .and_then(|p| t.output.as_ref().and_then(|o| o.pointer(p)))
                 .and_then(assumption_value);
+            // Default: the stage's expected duration, in minutes.
+            let expected_minutes = stage
+                .map(|s| s.expected * rec.unit_ms as f64 / 60_000.0)
+                .unwrap_or(0.0);
             let up: BTreeSet<String> = rec.upstream_of(&t.stage);
             let depends_on: Vec<&str> = stage_of
                 .iter()
@@ -504,7 +508,7 @@ pub fn analyses_of(rec: &WorkflowRecord, debate: &Value) -> Vec<Value> {
                 "analysis_id": k,
                 "kind": imp["kind"].as_str().unwrap_or("other"),
                 "output_metric": imp["output_metric"].as_str().unwrap_or("other"),
-                "rerun_minutes": imp["rerun_minutes"].as_f64().unwrap_or(rec.stages.iter().find(|s| s.name == t.stage).map(|s| s.expected * rec.unit_ms as f64 / 60_000.0).unwrap_or(0.0)),
+                "rerun_minutes": imp["rerun_minutes"].as_f64().unwrap_or(expected_minutes),
                 "inputs": imp["inputs"].as_array().cloned().unwrap_or_default(),
                 "depends_on": depends_on,
             });
