@@ -162,6 +162,17 @@ impl Service {
         self.proc.signal(Signal::SIGTERM);
     }
 
+    /// Freezes the process (SIGSTOP): it keeps its sockets and its memory
+    /// but runs nothing until [`Service::resume`].
+    pub fn pause(&self) {
+        self.proc.signal(Signal::SIGSTOP);
+    }
+
+    /// Lets a paused process run again (SIGCONT).
+    pub fn resume(&self) {
+        self.proc.signal(Signal::SIGCONT);
+    }
+
     /// Sends SIGKILL and reaps.
     pub fn kill(&mut self) {
         self.proc.kill();
