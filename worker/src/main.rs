@@ -103,7 +103,7 @@ async fn run_worker(ctx: ServiceContext) -> Result<(), String> {
         shutdown: ctx.shutdown.clone(),
         clock: ctx.clock.clone(),
         worker_id: ctx.instance_id.clone(),
-        handler: Handler::new(spec, builtin),
+        handler: Handler::new(spec, builtin).with_max_output_bytes(cfg.worker.max_output_bytes),
         dataset,
     };
     runtime::run(deps, &ctx.tasks)

@@ -144,3 +144,45 @@ async fn http_statuses_are_classified() {
     .unwrap_err();
     assert_eq!(e.error_type, "connection_error");
 }
+
+/// An exec handler printing 600 KiB of JSON fails permanently, naming the
+/// size and the limit; the same command under a larger limit succeeds.
+#[tokio::test]
+async fn exec_output_over_the_limit_is_a_permanent_failure() {
+    // {"blob":"xxx…"} is 11 bytes of JSON around the string.
+    let cmd = "python3 -c 'import json; print(json.dumps({\"blob\": \"x\" * (614400 - 11)}))'";
+    let e = exec(cmd)
+        .with_max_output_bytes(262_144)
+        .run(&task(0))
+        .await
+        .unwrap_err();
+    assert_eq!(e.class, ErrorClass::Permanent);
+    assert_eq!(e.error_type, "output_too_large");
+    assert_eq!(
+        e.message,
+        "output is 614,400 bytes, over worker.max_output_bytes = 262,144"
+    );
+    let out = exec(cmd)
+        .with_max_output_bytes(1 << 20)
+        .run(&task(0))
+        .await
+        .unwrap();
+    assert_eq!(out.output["blob"].as_str().unwrap().len(), 614_389);
+}
+
+#[tokio::test]
+async fn http_output_over_the_limit_is_a_permanent_failure() {
+    let (url, _r) = serve_once("200 OK", r#"{"target_price": 95.0, "notes": "0123456789"}"#).await;
+    let e = Handler::new(HandlerSpec::Http(url), None)
+        .with_max_output_bytes(20)
+        .run(&task(0))
+        .await
+        .unwrap_err();
+    assert_eq!(e.class, ErrorClass::Permanent);
+    assert_eq!(e.error_type, "output_too_large");
+    assert!(
+        e.message.contains("over worker.max_output_bytes = 20"),
+        "{}",
+        e.message
+    );
+}

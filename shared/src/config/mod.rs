@@ -114,6 +114,9 @@ impl Config {
         if self.worker.slots == 0 {
             return bad("worker.slots must be > 0".into());
         }
+        if self.worker.max_output_bytes == 0 {
+            return bad("worker.max_output_bytes must be > 0".into());
+        }
         let gap = self.worker.margin_debate_gap;
         if !(gap.is_finite() && gap >= 0.0) {
             return bad(format!(

@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// Default of [`WorkerConfig::max_output_bytes`]: 256 KiB.
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 256 * 1024;
+
 /// Worker settings.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -49,6 +52,12 @@ pub struct WorkerConfig {
     /// deadlines then escalate the debate).
     #[serde(with = "humantime_serde")]
     pub debate_evidence_wait: Duration,
+    /// Largest task output, in bytes of its JSON, a worker reports as
+    /// `completed` (`CAUCUS_WORKER_MAX_OUTPUT_BYTES`). A larger output is a
+    /// permanent failure of the task (`output_too_large`): an event that big
+    /// would not fit the workflow record or the message size limits, and
+    /// running the task again would produce it again.
+    pub max_output_bytes: usize,
 }
 
 impl Default for WorkerConfig {
@@ -68,6 +77,32 @@ impl Default for WorkerConfig {
             margin_debate_gap: 0.03,
             broadcast_wait: Duration::from_secs(2),
             debate_evidence_wait: Duration::from_secs(3600),
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::ConfigLoader;
+
+    #[test]
+    fn max_output_bytes_defaults_to_256_kib_and_follows_the_env() {
+        let c = ConfigLoader::new().load().unwrap();
+        assert_eq!(c.worker.max_output_bytes, 262_144);
+        let c = ConfigLoader::new()
+            .env(vec![(
+                "CAUCUS_WORKER_MAX_OUTPUT_BYTES".to_string(),
+                "1000".to_string(),
+            )])
+            .load()
+            .unwrap();
+        assert_eq!(c.worker.max_output_bytes, 1000);
+        let e = ConfigLoader::new()
+            .set("worker.max_output_bytes", "0")
+            .load()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("worker.max_output_bytes must be > 0"), "{e}");
     }
 }

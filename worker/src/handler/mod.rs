@@ -74,6 +74,7 @@ pub struct Handler {
     spec: HandlerSpec,
     http: reqwest::Client,
     builtin: Option<BuiltinFn>,
+    max_output_bytes: usize,
 }
 
 /// The built-in analysts, plugged in by the crate root.
@@ -93,7 +94,15 @@ impl Handler {
             spec,
             http: reqwest::Client::new(),
             builtin,
+            max_output_bytes: caucus_shared::config::WorkerConfig::default().max_output_bytes,
         }
+    }
+
+    /// The largest output [`Handler::run`] returns as a success
+    /// (`worker.max_output_bytes`); a larger one is a permanent failure.
+    pub fn with_max_output_bytes(mut self, max: usize) -> Self {
+        self.max_output_bytes = max;
+        self
     }
 
     /// The spec it was built from.
@@ -101,8 +110,20 @@ impl Handler {
         &self.spec
     }
 
-    /// Runs one task, bounded by its `timeout_ms` (0 = no limit).
+    /// Runs one task, bounded by its `timeout_ms` (0 = no limit). An
+    /// output larger than the output limit is a permanent failure
+    /// (`output_too_large`), whichever kind of handler produced it.
+    ///
+    /// Dropping the returned future cancels the run: an `exec:` child is
+    /// killed, an `http:` request is dropped (a built-in analyst, a blocking
+    /// function, finishes on its thread and its result is discarded).
     pub async fn run(&self, task: &TaskDispatch) -> Result<HandlerOutput, TaskError> {
+        let out = self.run_timed(task).await?;
+        check_output_size(&out.output, self.max_output_bytes)?;
+        Ok(out)
+    }
+
+    async fn run_timed(&self, task: &TaskDispatch) -> Result<HandlerOutput, TaskError> {
         let fut = self.run_unbounded(task);
         if task.timeout_ms == 0 {
             return fut.await;
@@ -142,6 +163,55 @@ impl Handler {
             HandlerSpec::Http(url) => http::run(&self.http, url, task).await,
         }
     }
+}
+
+/// `Err(output_too_large)` when `output`, as the JSON that would travel in
+/// the `completed` event, is longer than `max` bytes. Permanent: the same
+/// task would produce the same output again.
+pub fn check_output_size(output: &Value, max: usize) -> Result<(), TaskError> {
+    let size = json_len(output);
+    if size <= max {
+        return Ok(());
+    }
+    Err(permanent(
+        "output_too_large",
+        format!(
+            "output is {} bytes, over worker.max_output_bytes = {}",
+            thousands(size),
+            thousands(max)
+        ),
+    ))
+}
+
+/// Length of `v` serialized as compact JSON, without building the string.
+fn json_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    // Writing a `Value` into an infallible writer cannot fail.
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}
+
+/// `614400` → `614,400`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
 }
 
 pub(crate) fn permanent(error_type: &str, message: String) -> TaskError {
@@ -188,5 +258,69 @@ pub(crate) fn split_findings(mut v: Value) -> HandlerOutput {
         output: v,
         findings,
         messages: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn groups_thousands() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(262_144), "262,144");
+        assert_eq!(thousands(614_400), "614,400");
+        assert_eq!(thousands(1_048_576), "1,048,576");
+    }
+
+    #[test]
+    fn output_size_is_its_compact_json() {
+        let v = json!({"a": "x".repeat(10)});
+        let n = serde_json::to_vec(&v).unwrap().len();
+        assert_eq!(json_len(&v), n);
+        assert!(
+            check_output_size(&v, n).is_ok(),
+            "exactly the limit is fine"
+        );
+        let e = check_output_size(&v, n - 1).unwrap_err();
+        assert_eq!(e.class, ErrorClass::Permanent);
+        assert_eq!(e.error_type, "output_too_large");
+    }
+
+    #[test]
+    fn oversize_error_names_both_sizes() {
+        // A string of 614,398 bytes is 614,400 bytes of JSON with its quotes.
+        let v = Value::String("x".repeat(614_398));
+        let e = check_output_size(&v, 262_144).unwrap_err();
+        assert_eq!(
+            e.message,
+            "output is 614,400 bytes, over worker.max_output_bytes = 262,144"
+        );
+    }
+
+    #[tokio::test]
+    async fn every_handler_kind_is_held_to_the_limit() {
+        let task: TaskDispatch = serde_json::from_value(json!({
+            "task_id": "wf/x", "workflow_id": "wf", "item": "I", "pipeline": "p",
+            "stage": "x", "agent_type": "a", "attempt": 1,
+            "dispatched_at": "2025-11-16T10:30:00Z"
+        }))
+        .unwrap();
+        let big: BuiltinFn = std::sync::Arc::new(|_t: &TaskDispatch| {
+            Ok(HandlerOutput::plain(json!({"blob": "y".repeat(2000)})))
+        });
+        let h = Handler::new(HandlerSpec::Builtin, Some(big.clone())).with_max_output_bytes(1000);
+        let e = h.run(&task).await.unwrap_err();
+        assert_eq!(e.error_type, "output_too_large");
+        let h = Handler::new(HandlerSpec::Builtin, Some(big)).with_max_output_bytes(4000);
+        assert!(h.run(&task).await.is_ok());
+        let h = Handler::new(HandlerSpec::Sleep(0), None).with_max_output_bytes(5);
+        assert_eq!(
+            h.run(&task).await.unwrap_err().error_type,
+            "output_too_large"
+        );
     }
 }
