@@ -12,9 +12,10 @@
 //!    (`snap_<seq>`): "as of the snapshot" means "up to that sequence".
 //! 4. Release the locks.
 //!
-//! While a participant's lock is held its writes wait
-//! ([`wait_unlocked`], [`SyncGate::publish_finding`]), so nothing it learns
-//! after flushing can slip in before the cut.
+//! While a participant's lock is held its writes wait: the writer side
+//! ([`SyncGate::publish_finding`], [`wait_unlocked`], [`sync_lock_name`])
+//! lives in `caucus_shared::redis` because every worker publishes its
+//! findings through it; it is re-exported here.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -22,6 +23,7 @@ use std::time::Duration;
 use async_nats::jetstream;
 use caucus_shared::envelope::{Envelope, MessageType};
 use caucus_shared::messages::{Confirmation, Request};
+pub use caucus_shared::redis::{sync_lock_key, sync_lock_name, wait_unlocked, SyncGate};
 use caucus_shared::redis::{OwnedLock, RedisPool};
 use caucus_shared::subjects::{StreamKind, Subjects};
 use chrono::{DateTime, Utc};
@@ -46,11 +48,6 @@ pub enum SyncError {
     /// NATS failed.
     #[error("snapshot: {0}")]
     Nats(String),
-}
-
-/// Lock name of `agent`'s sync lock.
-pub fn lock_name(agent: &str) -> String {
-    format!("debate-sync:{agent}")
 }
 
 /// Takes snapshots.
@@ -96,7 +93,7 @@ impl Snapshotter {
                 let lock = OwnedLock::new(
                     self.redis.clone(),
                     self.subjects.prefix(),
-                    &lock_name(a),
+                    &sync_lock_name(a),
                     &token,
                 )
                 .map_err(|e| SyncError::Redis(e.to_string()))?;
@@ -200,81 +197,5 @@ impl Snapshotter {
             .await
             .map_err(|e| SyncError::Nats(format!("stream {name}: {e}")))?;
         Ok(info.state.last_sequence)
-    }
-}
-
-/// Waits until `agent`'s sync lock is free (or `max_wait` passes: `false`).
-/// Agents call this before writing to the findings store.
-pub async fn wait_unlocked(
-    redis: &RedisPool,
-    prefix: &str,
-    agent: &str,
-    max_wait: Duration,
-) -> Result<bool, SyncError> {
-    let lock = OwnedLock::new(redis.clone(), prefix, &lock_name(agent), "observer")
-        .map_err(|e| SyncError::Redis(e.to_string()))?;
-    let deadline = Instant::now() + max_wait;
-    let mut pause = Duration::from_millis(2);
-    loop {
-        let owner = lock
-            .owner()
-            .await
-            .map_err(|e| SyncError::Redis(e.to_string()))?;
-        if owner.is_none() {
-            return Ok(true);
-        }
-        if Instant::now() >= deadline {
-            return Ok(false);
-        }
-        tokio::time::sleep(pause.min(deadline - Instant::now())).await;
-        pause = (pause * 2).min(Duration::from_millis(25));
-    }
-}
-
-/// The writer side of the sync lock for one agent.
-#[derive(Clone)]
-pub struct SyncGate {
-    /// JetStream for publishing findings.
-    pub js: jetstream::Context,
-    /// Redis for the lock.
-    pub redis: RedisPool,
-    /// Subject builders.
-    pub subjects: Subjects,
-    /// The agent.
-    pub agent: String,
-    /// Longest wait for a held lock (then the write goes ahead anyway).
-    pub max_wait: Duration,
-}
-
-impl std::fmt::Debug for SyncGate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SyncGate")
-            .field("agent", &self.agent)
-            .finish()
-    }
-}
-
-impl SyncGate {
-    /// Publishes a finding on `caucus.findings.<key>` once the agent's sync
-    /// lock is free; returns the stream sequence it landed at.
-    pub async fn publish_finding(&self, key: &str, env: &Envelope) -> Result<u64, SyncError> {
-        if !wait_unlocked(
-            &self.redis,
-            self.subjects.prefix(),
-            &self.agent,
-            self.max_wait,
-        )
-        .await?
-        {
-            tracing::warn!(agent = %self.agent, "sync lock still held after the wait; writing anyway");
-        }
-        let ack = self
-            .js
-            .publish(self.subjects.findings(key), env.to_bytes())
-            .await
-            .map_err(|e| SyncError::Nats(e.to_string()))?
-            .await
-            .map_err(|e| SyncError::Nats(e.to_string()))?;
-        Ok(ack.sequence)
     }
 }

@@ -52,6 +52,13 @@ pub struct WorkerConfig {
     /// deadlines then escalate the debate).
     #[serde(with = "humantime_serde")]
     pub debate_evidence_wait: Duration,
+    /// Longest wait of a findings publish while its agent's debate sync
+    /// lock is held (seed 001 sync-lock protocol). Keep it above
+    /// `facilitator.sync_lock_ttl` (10 s), after which a crashed
+    /// facilitator's lock lapses; past it the finding is published anyway
+    /// and an error logged.
+    #[serde(with = "humantime_serde")]
+    pub sync_lock_wait: Duration,
     /// Largest task output, in bytes of its JSON, a worker reports as
     /// `completed` (`CAUCUS_WORKER_MAX_OUTPUT_BYTES`). A larger output is a
     /// permanent failure of the task (`output_too_large`): an event that big
@@ -77,6 +84,7 @@ impl Default for WorkerConfig {
             margin_debate_gap: 0.03,
             broadcast_wait: Duration::from_secs(2),
             debate_evidence_wait: Duration::from_secs(3600),
+            sync_lock_wait: Duration::from_secs(15),
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
         }
     }

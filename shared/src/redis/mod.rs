@@ -6,6 +6,7 @@
 //! - [`OwnedLock`]: lock with an owner token and TTL.
 //! - [`BoundedCounter`]: at most N live members per key, with expiry.
 //! - [`leadership`]: active/standby by an [`OwnedLock`].
+//! - [`SyncGate`]: findings wait while their agent's debate sync lock is held.
 //! - [`keys`]: the key families.
 
 mod connect;
@@ -15,9 +16,13 @@ pub mod leadership;
 mod lock;
 mod scripts;
 mod semaphore;
+mod sync_gate;
 
 pub use connect::{connect, redact_url, RedisPool};
 pub use counter::{AddOutcome, BoundedCounter};
 pub use keys::{validate_name, DEFAULT_PREFIX};
 pub use lock::OwnedLock;
 pub use semaphore::{CapacitySemaphore, Lease, SemaphoreStatus, WorkerSlot};
+pub use sync_gate::{
+    sync_lock_key, sync_lock_name, wait_unlocked, GateBypass, Published, SyncGate,
+};

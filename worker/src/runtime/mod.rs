@@ -18,7 +18,7 @@ use caucus_shared::clock::SharedClock;
 use caucus_shared::config::Config;
 use caucus_shared::nats::dlq::Dlq;
 use caucus_shared::nats::topology::ensure_task_consumer;
-use caucus_shared::redis::{CapacitySemaphore, RedisPool};
+use caucus_shared::redis::{CapacitySemaphore, RedisPool, SyncGate};
 use caucus_shared::subjects::Subjects;
 
 use crate::handler::{Handler, HandlerSpec};
@@ -76,6 +76,13 @@ pub async fn run(deps: WorkerDeps, tracker: &TaskTracker) -> Result<(), WorkerEr
         deps.subjects.clone(),
         deps.clock.clone(),
         deps.worker_id.clone(),
+        // Findings wait while their agent's debate sync lock is held.
+        SyncGate::new(
+            deps.js.clone(),
+            deps.redis.clone(),
+            deps.subjects.clone(),
+            cfg.worker.sync_lock_wait,
+        ),
     );
     // Broadcasts first: the first task must already see the current regime.
     // `noop` and `sleep:` (load tests) never read their inputs, so they

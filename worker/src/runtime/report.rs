@@ -1,5 +1,6 @@
 //! Publishing task events and findings, each with a de-duplication id and
-//! the trace context of the task.
+//! the trace context of the task. Findings go through the agent's debate
+//! sync lock ([`SyncGate`]): they wait while a pre-debate snapshot holds it.
 
 use async_nats::jetstream;
 use async_nats::HeaderMap;
@@ -7,6 +8,7 @@ use chrono::{DateTime, Utc};
 
 use caucus_shared::clock::SharedClock;
 use caucus_shared::nats::trace;
+use caucus_shared::redis::SyncGate;
 use caucus_shared::subjects::Subjects;
 use caucus_shared::task::{TaskDispatch, TaskError, TaskEvent, TaskStatus, TASK_SCHEMA_VERSION};
 
@@ -17,21 +19,24 @@ pub struct Reporter {
     subjects: Subjects,
     clock: SharedClock,
     worker_id: String,
+    sync_gate: SyncGate,
 }
 
 impl Reporter {
-    /// A reporter for `worker_id`.
+    /// A reporter for `worker_id`; every finding goes through `sync_gate`.
     pub fn new(
         js: jetstream::Context,
         subjects: Subjects,
         clock: SharedClock,
         worker_id: String,
+        sync_gate: SyncGate,
     ) -> Self {
         Reporter {
             js,
             subjects,
             clock,
             worker_id,
+            sync_gate,
         }
     }
 
@@ -109,7 +114,10 @@ impl Reporter {
             .map_err(|e| e.to_string())
     }
 
-    /// Publishes a finding about `item` (content in the `finding` shape).
+    /// Publishes a finding about `item` (content in the `finding` shape),
+    /// once the agent's debate sync lock is free (at most
+    /// `worker.sync_lock_wait`; past it the finding goes out anyway and the
+    /// gate logs an error).
     pub async fn finding(
         &self,
         task: &TaskDispatch,
@@ -131,14 +139,13 @@ impl Reporter {
         let id = format!("{}@{}:finding:{index}", task.task_id, task.attempt);
         headers.insert("Nats-Msg-Id", id.as_str());
         trace::inject(&mut headers);
-        self.js
-            .publish_with_headers(
-                self.subjects.findings(&task.item),
+        self.sync_gate
+            .publish_finding(
+                &task.agent_type,
+                &task.item,
                 headers,
                 body.to_string().into(),
             )
-            .await
-            .map_err(|e| e.to_string())?
             .await
             .map(|_| ())
             .map_err(|e| e.to_string())
