@@ -220,7 +220,17 @@ async fn coordinator_restart_resumes_from_kv() {
     }
     for w in &wfs {
         for k in ["x", "y"] {
-            assert_eq!(w["tasks"][k]["state"], "completed");
+            let t = &w["tasks"][k];
+            assert_eq!(t["state"], "completed");
+            // The restart re-dispatched nothing: one attempt, one
+            // completion reported and recorded.
+            assert_eq!(t["attempt"], 1, "{w}");
+            let id = format!("{}/{k}", w["workflow_id"].as_str().unwrap());
+            assert_eq!(
+                completions.get(&id),
+                Some(&1),
+                "{id} completed exactly once"
+            );
         }
     }
     assert_eq!(completions.len(), 24, "every task ran");

@@ -128,15 +128,19 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
         broadcasts::ensure_consumer(&deps.js, &deps.subjects, deps.config.worker.ack_wait)
             .await
             .map_err(CoordinatorError::Setup)?;
+    // The highest fencing epoch this instance has seen in the records: a
+    // Redis that lost its data restarts its counter, and epochs must still
+    // rise (docs/RELIABILITY.md).
+    let mut floor = 0u64;
     while !deps.shutdown.is_cancelled() {
-        if !leader::acquire(&lock, cfg.leader_lease, &deps.shutdown).await {
+        let Some(held) = leader::acquire(&lock, cfg.leader_lease, floor, &deps.shutdown).await
+        else {
             break;
-        }
-        tracing::info!(instance_id = %deps.instance_id, "leading");
-        let lost = CancellationToken::new();
+        };
+        tracing::info!(instance_id = %deps.instance_id, epoch = held.epoch(), "leading");
         let term = CancellationToken::new();
         let stop = {
-            let lost = lost.clone();
+            let lost = held.lost().clone();
             let shutdown = deps.shutdown.clone();
             let term = term.clone();
             tokio::spawn(async move {
@@ -149,8 +153,8 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
         };
         let keeper = tokio::spawn(leader::keep(
             lock.clone(),
+            held.clone(),
             cfg.leader_lease,
-            lost.clone(),
             deps.shutdown.clone(),
         ));
         let caps: Capacities = Arc::new(RwLock::new(HashMap::new()));
@@ -185,13 +189,25 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             research_kv.clone(),
             checkpoints::CheckpointStore::new(checkpoints_kv.clone()),
             cfg.into(),
-        ));
+        ))
+        .with_lease(held.clone());
         match sched.load().await {
-            Ok(n) => tracing::info!(workflows = n, "loaded unfinished workflows"),
+            Ok((n, max_epoch)) => {
+                floor = floor.max(max_epoch);
+                if !held.raise_above(&lock, max_epoch).await {
+                    let _ = tokio::join!(keeper, stop);
+                    continue;
+                }
+                tracing::info!(
+                    workflows = n,
+                    epoch = held.epoch(),
+                    "loaded unfinished workflows"
+                );
+            }
             Err(e) => {
                 tracing::error!(error = %e, "cannot load workflows; retrying leadership");
-                term.cancel();
-                let _ = lock.release().await;
+                held.step_down("cannot load workflows");
+                let _ = tokio::join!(keeper, stop);
                 continue;
             }
         }
@@ -249,7 +265,9 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             let _ = keeper.await;
             break;
         }
-        keeper.abort();
+        held.step_down("term ended");
+        let _ = keeper.await;
+        floor = floor.max(held.epoch());
         tracing::warn!("stepped down; standing by");
     }
     Ok(())

@@ -22,6 +22,8 @@ use caucus_shared::nats::trace;
 use caucus_shared::subjects::Subjects;
 use caucus_shared::task::{TaskDispatch, TaskEvent};
 
+use caucus_shared::redis::leadership::LeaderLease;
+
 use super::control::{Control, ControlOp};
 use super::store::{StoreError, WorkflowStore};
 use crate::engine::Engine;
@@ -102,7 +104,12 @@ pub struct Scheduler {
     engine: Engine,
     revisions: HashMap<String, u64>,
     dirty: HashSet<String>,
-    pending_acks: Vec<jetstream::Message>,
+    /// Events applied in memory, by workflow, acknowledged only once that
+    /// workflow's record is stored (or nak'ed when it cannot be: a
+    /// revision conflict or a lost lease), so one record never holds back
+    /// the events of another and no event is acked for an effect that was
+    /// discarded.
+    pending_acks: HashMap<String, Vec<jetstream::Message>>,
     /// `started` events whose only effect is not yet persisted, by
     /// workflow: written with the workflow's next change or at the next
     /// tick, and acknowledged only then.
@@ -122,6 +129,9 @@ pub struct Scheduler {
     /// Auto-approving workflows with a completion since the last pump.
     auto_due: Vec<String>,
     research: Option<crate::research::runtime::ResearchRuntime>,
+    /// The fenced leader lease this scheduler acts under (`None` only in
+    /// tests that run a scheduler without a lock).
+    lease: Option<LeaderLease>,
 }
 
 impl Scheduler {
@@ -140,7 +150,7 @@ impl Scheduler {
             engine,
             revisions: HashMap::new(),
             dirty: HashSet::new(),
-            pending_acks: Vec::new(),
+            pending_acks: HashMap::new(),
             lazy: HashMap::new(),
             store,
             js,
@@ -153,6 +163,33 @@ impl Scheduler {
             auto_pending: HashMap::new(),
             auto_due: Vec::new(),
             research: None,
+            lease: None,
+        }
+    }
+
+    /// Acts only while `lease` is valid and stamps its epoch on every
+    /// record it writes.
+    pub fn with_lease(mut self, lease: LeaderLease) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+
+    /// The fencing epoch written into records (0 without a lease).
+    fn epoch(&self) -> u64 {
+        self.lease.as_ref().map_or(0, LeaderLease::epoch)
+    }
+
+    /// Whether this scheduler may still write or dispatch: its lease is
+    /// valid by its own clock (with the safety margin). The first time it
+    /// is not, the tenure ends: everything watching the lease stops.
+    fn may_act(&self) -> bool {
+        match &self.lease {
+            None => true,
+            Some(l) if l.is_valid() => true,
+            Some(l) => {
+                l.step_down("leader lease expired (paused or cut off from Redis)");
+                false
+            }
         }
     }
 
@@ -183,11 +220,15 @@ impl Scheduler {
     }
 
     /// Loads every unfinished workflow from KV (start-up / takeover).
-    pub async fn load(&mut self) -> Result<usize, StoreError> {
+    /// Returns how many, and the highest fencing epoch found in any record
+    /// (the floor this tenure's epoch must be above).
+    pub async fn load(&mut self) -> Result<(usize, u64), StoreError> {
         let all = self.store.load_all().await?;
         let mut n = 0;
+        let mut max_epoch = 0;
         let mut stage_lists = crate::workflow::StageLists::default();
         for (mut rec, rev) in all {
+            max_epoch = max_epoch.max(rec.epoch);
             if rec.state.is_terminal() {
                 continue;
             }
@@ -201,7 +242,7 @@ impl Scheduler {
         if let Some(c) = self.control.as_mut() {
             c.load(&self.engine).await.map_err(StoreError::Nats)?;
         }
-        Ok(n)
+        Ok((n, max_epoch))
     }
 
     /// Runs until `shutdown`; returns after persisting what it can.
@@ -227,6 +268,9 @@ impl Scheduler {
         }
         self.flush_lazy();
         self.persist().await;
+        if self.lease.as_ref().is_some_and(|l| !l.is_valid()) {
+            self.abandon().await;
+        }
     }
 
     async fn handle(&mut self, cmd: Command) {
@@ -238,6 +282,18 @@ impl Scheduler {
             Command::Events(batch) => {
                 let now = self.clock.now();
                 for (ev, msg) in batch {
+                    if let Some(expected) = self
+                        .engine
+                        .get(&ev.workflow_id)
+                        .and_then(|r| r.agent_type_mismatch(&ev))
+                    {
+                        let reason = format!(
+                            "task {} belongs to agent type '{expected}', the event says '{}'",
+                            ev.task_id, ev.agent_type
+                        );
+                        self.dead_letter(msg, "agent_type_mismatch", &reason).await;
+                        continue;
+                    }
                     let outcome = self.engine.apply_event(&ev, now);
                     if matches!(outcome, Some(EventOutcome::Started))
                         && !self.dirty.contains(&ev.workflow_id)
@@ -271,7 +327,10 @@ impl Scheduler {
                     {
                         tracing::debug!(task_id = %ev.task_id, "event for a workflow this coordinator does not hold");
                     }
-                    self.pending_acks.push(msg);
+                    self.pending_acks
+                        .entry(ev.workflow_id.clone())
+                        .or_default()
+                        .push(msg);
                 }
             }
             Command::Status { filter, reply } => {
@@ -474,7 +533,17 @@ impl Scheduler {
         }
     }
 
-    async fn submit(&mut self, records: Vec<WorkflowRecord>) -> Result<Vec<String>, String> {
+    async fn submit(&mut self, mut records: Vec<WorkflowRecord>) -> Result<Vec<String>, String> {
+        if !self.may_act() {
+            return Err(
+                "this coordinator's leader lease ran out; retry: another instance takes over"
+                    .into(),
+            );
+        }
+        let epoch = self.epoch();
+        for r in &mut records {
+            r.epoch = epoch;
+        }
         let results = join_all(records.iter().map(|r| self.store.create(r))).await;
         let mut ids = Vec::with_capacity(records.len());
         let mut first_err = None;
@@ -500,15 +569,35 @@ impl Scheduler {
         }
     }
 
+    /// Sends an event that must not be applied to the DLQ, then acks it;
+    /// if the DLQ cannot take it, it is nak'ed to come back later.
+    async fn dead_letter(&self, msg: jetstream::Message, code: &str, reason: &str) {
+        let dlq = caucus_shared::nats::dlq::Dlq::new(self.js.clone(), self.subjects.clone());
+        match dlq.dead_letter_message(&msg, code, reason).await {
+            Ok(()) => {
+                let _ = msg.ack().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot dead-letter an event; it comes back later");
+                let _ = msg
+                    .ack_with(jetstream::AckKind::Nak(Some(Duration::from_secs(5))))
+                    .await;
+            }
+        }
+    }
+
     /// Makes every lazily recorded `started` due for the next persist.
     fn flush_lazy(&mut self) {
         for (id, msgs) in self.lazy.drain() {
-            self.dirty.insert(id);
-            self.pending_acks.extend(msgs);
+            self.dirty.insert(id.clone());
+            self.pending_acks.entry(id).or_default().extend(msgs);
         }
     }
 
     async fn on_tick(&mut self) {
+        if !self.may_act() {
+            return;
+        }
         self.flush_lazy();
         let now = self.clock.now();
         for (wf, key) in self.engine.flag_overdue(now, self.cfg.overdue_factor) {
@@ -564,6 +653,10 @@ impl Scheduler {
 
     /// Dispatch within capacity, publish, persist, then ack events.
     async fn pump(&mut self) {
+        if !self.may_act() {
+            self.abandon().await;
+            return;
+        }
         let now = self.clock.now();
         let caps = self
             .capacities
@@ -592,6 +685,11 @@ impl Scheduler {
     }
 
     async fn publish(&mut self, dispatches: Vec<TaskDispatch>) {
+        // Checked right before the batch goes out: a leader that was paused
+        // past its lease dispatches nothing (its successor owns the tasks).
+        if !self.may_act() {
+            return;
+        }
         let mut acks: Vec<(TaskDispatch, Result<PublishAckFuture, String>)> =
             Vec::with_capacity(dispatches.len());
         for d in dispatches {
@@ -619,20 +717,80 @@ impl Scheduler {
             }
         }
         for (d, e) in failed {
-            tracing::warn!(task_id = %d.task_id, error = %e, "dispatch publish failed; will retry");
-            self.engine.requeue(&d.workflow_id, &d.task_id);
+            self.dispatch_failed(&d, &e);
         }
+    }
+
+    /// A dispatch JetStream did not confirm fails its attempt (transient),
+    /// so the task's retry policy backs it off or fails it with the reason
+    /// instead of republishing it on every pump while NATS is unwell. If
+    /// the message was stored after all, the worker's events of that
+    /// attempt are stale once the next attempt is dispatched.
+    fn dispatch_failed(&mut self, d: &TaskDispatch, error: &str) {
+        tracing::warn!(task_id = %d.task_id, attempt = d.attempt, error, "dispatch not confirmed by JetStream; failing the attempt");
+        let now = self.clock.now();
+        let ev = TaskEvent {
+            schema_version: caucus_shared::task::TASK_SCHEMA_VERSION,
+            task_id: d.task_id.clone(),
+            workflow_id: d.workflow_id.clone(),
+            stage: d.stage.clone(),
+            agent_type: d.agent_type.clone(),
+            attempt: d.attempt,
+            status: caucus_shared::task::TaskStatus::Failed,
+            worker_id: "coordinator".into(),
+            output: None,
+            error: Some(caucus_shared::task::TaskError {
+                class: caucus_shared::task::ErrorClass::Transient,
+                error_type: "dispatch_failed".into(),
+                message: format!("the dispatch could not be published: {error}"),
+                data_source: None,
+            }),
+            message: None,
+            started_at: None,
+            at: now,
+        };
+        if self.engine.apply_event(&ev, now).is_some() {
+            self.dirty.insert(d.workflow_id.clone());
+        }
+    }
+
+    /// The tenure is over: nothing more is written or acknowledged. Events
+    /// applied only in memory are nak'ed so the current leader applies them
+    /// now rather than after `ack_wait`.
+    async fn abandon(&mut self) {
+        self.flush_lazy();
+        self.dirty.clear();
+        let msgs: Vec<jetstream::Message> =
+            self.pending_acks.drain().flat_map(|(_, m)| m).collect();
+        if !msgs.is_empty() {
+            tracing::warn!(
+                events = msgs.len(),
+                "not the leader any more: returning unapplied events"
+            );
+        }
+        nak_all(&msgs).await;
     }
 
     async fn persist(&mut self) {
         if self.dirty.is_empty() && self.pending_acks.is_empty() {
             return;
         }
+        if !self.may_act() {
+            self.abandon().await;
+            return;
+        }
         let ids: Vec<String> = self.dirty.drain().collect();
-        // A workflow written now carries its lazily recorded starts too.
+        let epoch = self.epoch();
         for id in &ids {
+            // A workflow written now carries its lazily recorded starts too.
             if let Some(msgs) = self.lazy.remove(id) {
-                self.pending_acks.extend(msgs);
+                self.pending_acks
+                    .entry(id.clone())
+                    .or_default()
+                    .extend(msgs);
+            }
+            if let Some(rec) = self.engine.get_mut(id) {
+                rec.epoch = epoch;
             }
         }
         let store = &self.store;
@@ -644,30 +802,84 @@ impl Scheduler {
             Some(async move { (id.clone(), store.update(rec, rev).await) })
         });
         let results = join_all(writes).await;
-        let mut ok = true;
+        let mut retry: HashSet<String> = HashSet::new();
+        let mut conflicts = Vec::new();
         for (id, r) in results {
             match r {
                 Ok(rev) => {
                     self.revisions.insert(id, rev);
                 }
-                Err(StoreError::Conflict(id)) => {
-                    tracing::error!(workflow_id = %id, "revision conflict: reloading the stored record");
-                    if let Ok(Some((rec, rev))) = self.store.get(&id).await {
-                        self.revisions.insert(id, rev);
-                        self.engine.insert(rec);
-                    }
-                }
+                Err(StoreError::Conflict(id)) => conflicts.push(id),
                 Err(e) => {
                     tracing::warn!(workflow_id = %id, error = %e, "persist failed; will retry");
-                    self.dirty.insert(id);
-                    ok = false;
+                    retry.insert(id);
                 }
             }
         }
-        if ok {
-            let acks = std::mem::take(&mut self.pending_acks);
-            join_all(acks.iter().map(|m| m.ack())).await;
+        for id in conflicts {
+            if !self.on_conflict(&id).await {
+                // Deposed: a newer tenure wrote this workflow.
+                self.abandon().await;
+                return;
+            }
         }
+        // Acknowledge what is stored (and events that changed nothing);
+        // events of a workflow whose write failed wait for the retry.
+        let done: Vec<String> = self
+            .pending_acks
+            .keys()
+            .filter(|id| !retry.contains(*id))
+            .cloned()
+            .collect();
+        let mut acks = Vec::new();
+        for id in done {
+            acks.extend(self.pending_acks.remove(&id).unwrap_or_default());
+        }
+        join_all(acks.iter().map(|m| m.ack())).await;
+        self.dirty.extend(retry);
+    }
+
+    /// Another writer changed `id` since this scheduler read it. A record
+    /// stamped with a newer epoch means this tenure is over (`false`). An
+    /// older or equal epoch is a deposed leader's last write (it passed its
+    /// lease check just before a pause): its record is a valid successor
+    /// state, so it is adopted and this scheduler's own events for the
+    /// workflow are nak'ed, to be applied again on top of it.
+    async fn on_conflict(&mut self, id: &str) -> bool {
+        let stored = match self.store.get(id).await {
+            Ok(Some(found)) => found,
+            Ok(None) => {
+                tracing::error!(workflow_id = %id, "revision conflict and the record is gone");
+                self.engine.remove(id);
+                self.revisions.remove(id);
+                nak_all(&self.pending_acks.remove(id).unwrap_or_default()).await;
+                return true;
+            }
+            Err(e) => {
+                // Not known which writer won: write nothing more, ack nothing.
+                tracing::error!(workflow_id = %id, error = %e, "revision conflict and the record cannot be read; stepping down");
+                if let Some(l) = &self.lease {
+                    l.step_down("revision conflict on an unreadable record");
+                }
+                return self.lease.is_none();
+            }
+        };
+        let (rec, rev) = stored;
+        if rec.epoch > self.epoch() {
+            tracing::error!(workflow_id = %id, stored_epoch = rec.epoch, epoch = self.epoch(), "a newer leader wrote this workflow; stepping down");
+            if let Some(l) = &self.lease {
+                l.step_down("a newer leader's write found");
+            }
+            return self.lease.is_none();
+        }
+        tracing::warn!(workflow_id = %id, stored_epoch = rec.epoch, "revision conflict with an older leader's write: adopting it and re-applying this workflow's events");
+        self.revisions.insert(id.to_string(), rev);
+        self.engine.insert(rec);
+        self.dirty.remove(id);
+        let mut msgs = self.pending_acks.remove(id).unwrap_or_default();
+        msgs.extend(self.lazy.remove(id).unwrap_or_default());
+        nak_all(&msgs).await;
+        true
     }
 
     async fn status(&self, f: &StatusFilter) -> Value {
@@ -707,6 +919,15 @@ impl Scheduler {
             "capacity": caps,
         })
     }
+}
+
+/// Returns events to the stream for redelivery now.
+async fn nak_all(msgs: &[jetstream::Message]) {
+    join_all(
+        msgs.iter()
+            .map(|m| m.ack_with(jetstream::AckKind::Nak(None))),
+    )
+    .await;
 }
 
 /// Why the scheduler gave no answer to [`ask`].

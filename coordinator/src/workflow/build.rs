@@ -181,6 +181,7 @@ pub fn instantiate(
         reruns: Vec::new(),
         auto_approve_gates: false,
         flags: Vec::new(),
+        epoch: 0,
     };
     // A gate without dependencies waits for its person from the start.
     rec.open_gates(now);

@@ -275,6 +275,11 @@ pub struct WorkflowRecord {
     /// workflow carries on regardless.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flags: Vec<WorkflowFlag>,
+    /// Fencing epoch of the coordinator tenure that last wrote it (0 before
+    /// any leader wrote it). A leader that finds a higher epoch here was
+    /// deposed and steps down (docs/RELIABILITY.md).
+    #[serde(default)]
+    pub epoch: u64,
 }
 
 /// A note that a workflow may need re-evaluation.

@@ -165,6 +165,14 @@ impl WorkflowRecord {
         ev.task_id.strip_prefix(&prefix).map(str::to_string)
     }
 
+    /// The agent type of the task `ev` names when it is not the one the
+    /// event claims (such an event is refused: it would free or count
+    /// capacity of the wrong type).
+    pub fn agent_type_mismatch(&self, ev: &TaskEvent) -> Option<&str> {
+        let t = self.tasks.get(&self.key_of(ev)?)?;
+        (t.agent_type != ev.agent_type).then_some(t.agent_type.as_str())
+    }
+
     /// [`WorkflowRecord::apply_event_with`] the default tier rules.
     pub fn apply_event(&mut self, ev: &TaskEvent, now: DateTime<Utc>) -> EventOutcome {
         self.apply_event_with(ev, now, &TierRules::default())

@@ -111,20 +111,21 @@ pub async fn run(ctx: ServiceContext) -> Result<(), ServiceError> {
         stream_name: ctx.subjects.stream(StreamKind::Failures),
     };
     while !ctx.shutdown.is_cancelled() {
-        if !leader::acquire(&lock, cfg.leader_lease, &ctx.shutdown).await {
+        // The correlator's effects are idempotent by id, so its epoch only
+        // needs to rise while Redis remembers it (floor 0).
+        let Some(held) = leader::acquire(&lock, cfg.leader_lease, 0, &ctx.shutdown).await else {
             break;
-        }
-        tracing::info!(instance_id = %ctx.instance_id, "leading");
-        let lost = CancellationToken::new();
+        };
+        tracing::info!(instance_id = %ctx.instance_id, epoch = held.epoch(), "leading");
         let term = ctx.shutdown.child_token();
         let keeper = tokio::spawn(leader::keep(
             lock.clone(),
+            held.clone(),
             cfg.leader_lease,
-            lost.clone(),
             ctx.shutdown.clone(),
         ));
         let watcher = {
-            let (lost, term) = (lost.clone(), term.clone());
+            let (lost, term) = (held.lost().clone(), term.clone());
             tokio::spawn(async move {
                 tokio::select! {
                     _ = lost.cancelled() => term.cancel(),
@@ -163,8 +164,8 @@ pub async fn run(ctx: ServiceContext) -> Result<(), ServiceError> {
             let _ = keeper.await;
             break;
         }
-        keeper.abort();
-        let _ = lock.release().await;
+        held.step_down("term ended");
+        let _ = keeper.await;
         tracing::warn!("stepped down; standing by");
     }
     Ok(())

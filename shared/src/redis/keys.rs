@@ -5,8 +5,8 @@
 //!
 //! | primitive | keys |
 //! |---|---|
-//! | capacity semaphore | `P:{sem:T}:holders`, `P:{sem:T}:workers`, `P:{sem:T}:slots`, `P:{sem:T}:cap` |
-//! | owned lock | `P:{lock:N}` |
+//! | capacity semaphore | `P:{sem:T}:holders`, `P:{sem:T}:workers`, `P:{sem:T}:slots`, `P:{sem:T}:cap`, `P:{sem:T}:epoch` |
+//! | owned lock | `P:{lock:N}`, `P:{lock:N}:epoch` (leader locks' fencing epoch) |
 //! | bounded counter | `P:{queue:N}:members` |
 //!
 //! `P` is the configured `subject_prefix` (default `caucus`). Names and the
@@ -36,6 +36,9 @@ pub const SEM_WORKERS: &str = "workers";
 pub const SEM_SLOTS: &str = "slots";
 /// Semaphore suffix: STRING optional cap on capacity.
 pub const SEM_CAP: &str = "cap";
+/// Semaphore suffix: HASH `{id, recover_until}`, the data epoch; never
+/// expires, so its absence means Redis lost the semaphore's data.
+pub const SEM_EPOCH: &str = "epoch";
 /// Bounded counter suffix: ZSET member → expiry (server ms).
 pub const QUEUE_MEMBERS: &str = "members";
 
@@ -78,6 +81,9 @@ pub struct SemaphoreKeys {
     pub slots: String,
     /// STRING cap on capacity (absent = no cap).
     pub cap: String,
+    /// HASH data epoch `{id, recover_until}` (absent = data lost or never
+    /// used).
+    pub epoch: String,
 }
 
 impl SemaphoreKeys {
@@ -91,6 +97,7 @@ impl SemaphoreKeys {
             workers: format!("{base}:{SEM_WORKERS}"),
             slots: format!("{base}:{SEM_SLOTS}"),
             cap: format!("{base}:{SEM_CAP}"),
+            epoch: format!("{base}:{SEM_EPOCH}"),
         })
     }
 }
@@ -118,6 +125,10 @@ pub fn lock_key(prefix: &str, name: &str) -> Result<String, Error> {
     Ok(tagged(prefix, LOCK_FAMILY, name))
 }
 
+/// Lock suffix: STRING the fencing epoch of a leader lock (`P:{lock:N}:epoch`,
+/// same hash tag as the lock, so one script takes both).
+pub const LOCK_EPOCH: &str = "epoch";
+
 /// `P:{queue:name}:members`: the member set of a bounded counter.
 pub fn queue_members_key(prefix: &str, name: &str) -> Result<String, Error> {
     validate_name("key prefix", prefix)?;
@@ -139,6 +150,7 @@ mod tests {
         assert_eq!(k.workers, "caucus:{sem:valuation}:workers");
         assert_eq!(k.slots, "caucus:{sem:valuation}:slots");
         assert_eq!(k.cap, "caucus:{sem:valuation}:cap");
+        assert_eq!(k.epoch, "caucus:{sem:valuation}:epoch");
     }
 
     #[test]

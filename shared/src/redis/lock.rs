@@ -112,6 +112,39 @@ impl OwnedLock {
         run::<i64>(&self.pool, &call).await.map(|n| n == 1)
     }
 
+    /// Takes the lock like [`OwnedLock::try_acquire`] and, in the same
+    /// script, a fencing epoch: a fresh holder gets the next value of the
+    /// counter beside the lock (at least `floor + 1`), a holder that retries
+    /// keeps its epoch. `Ok(Some(epoch))` when this owner holds the lock.
+    pub async fn try_acquire_epoch(&self, ttl: Duration, floor: u64) -> Result<Option<u64>, Error> {
+        let ttl = ttl_ms("lock ttl", ttl)?;
+        let mut call = scripts::LEADER_ACQUIRE.prepare_invoke();
+        call.key(&self.key)
+            .key(self.epoch_key())
+            .arg(&self.owner_token)
+            .arg(ttl)
+            .arg(floor);
+        let (held, epoch): (i64, u64) = run(&self.pool, &call).await?;
+        Ok((held == 1).then_some(epoch))
+    }
+
+    /// Raises this holder's epoch above `floor` (an epoch found in durable
+    /// state that Redis no longer remembers). `Ok(None)` when this owner no
+    /// longer holds the lock.
+    pub async fn raise_epoch(&self, floor: u64) -> Result<Option<u64>, Error> {
+        let mut call = scripts::LEADER_RAISE.prepare_invoke();
+        call.key(&self.key)
+            .key(self.epoch_key())
+            .arg(&self.owner_token)
+            .arg(floor);
+        let epoch: u64 = run(&self.pool, &call).await?;
+        Ok((epoch > 0).then_some(epoch))
+    }
+
+    fn epoch_key(&self) -> String {
+        format!("{}:{}", self.key, keys::LOCK_EPOCH)
+    }
+
     /// The current owner's token, if the lock is held.
     pub async fn owner(&self) -> Result<Option<String>, Error> {
         let mut conn = self

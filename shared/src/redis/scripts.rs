@@ -33,6 +33,8 @@ pub(crate) static SEM_STATUS: LazyLock<Script> =
 pub(crate) static LOCK_ACQUIRE: LazyLock<Script> = script!("lock_acquire.lua");
 pub(crate) static LOCK_EXTEND: LazyLock<Script> = script!("lock_extend.lua");
 pub(crate) static LOCK_RELEASE: LazyLock<Script> = script!("lock_release.lua");
+pub(crate) static LEADER_ACQUIRE: LazyLock<Script> = script!("leader_acquire.lua");
+pub(crate) static LEADER_RAISE: LazyLock<Script> = script!("leader_raise.lua");
 
 pub(crate) static COUNTER_ADD: LazyLock<Script> = script!("prelude.lua", "counter_add.lua");
 pub(crate) static COUNTER_REMOVE: LazyLock<Script> = script!("prelude.lua", "counter_remove.lua");
