@@ -152,7 +152,6 @@ impl Slot {
     }
 
     async fn execute(&self, msg: &jetstream::Message, task: TaskDispatch, lease: &Lease) {
-        let cfg = &self.deps.config.worker;
         let started_at = self.deps.clock.now();
         let started = self.reporter.event(&task, TaskStatus::Started, started_at);
         if let Err(e) = self.reporter.publish(&started).await {
@@ -163,26 +162,20 @@ impl Slot {
             return;
         }
         // Keep the message and the lease alive while the handler runs.
-        let keepalive = (cfg.ack_wait / 3)
-            .min(cfg.lease_ttl / 3)
-            .max(Duration::from_millis(50));
-        let run = self.run_paced(&task);
-        tokio::pin!(run);
-        let result = loop {
-            tokio::select! {
-                r = &mut run => break r,
-                _ = tokio::time::sleep(keepalive) => {
-                    let _ = msg.ack_with(AckKind::Progress).await;
-                    let _ = self.sem.renew(lease, cfg.lease_ttl).await;
-                }
-            }
-        };
+        let result = self.kept_alive(msg, lease, self.run_paced(&task)).await;
         let ev = match result {
             Ok(out) => {
-                for (i, f) in out.findings.into_iter().enumerate() {
-                    if let Err(e) = self.reporter.finding(&task, i, f.content).await {
-                        tracing::warn!(task_id = %task.task_id, error = %e, "finding not published");
-                    }
+                // Findings wait while the agent's debate sync lock is held
+                // (up to worker.sync_lock_wait): keep alive meanwhile too.
+                if !out.findings.is_empty() {
+                    let findings = async {
+                        for (i, f) in out.findings.into_iter().enumerate() {
+                            if let Err(e) = self.reporter.finding(&task, i, f.content).await {
+                                tracing::warn!(task_id = %task.task_id, error = %e, "finding not published");
+                            }
+                        }
+                    };
+                    self.kept_alive(msg, lease, findings).await;
                 }
                 for m in out.messages {
                     if let Err(e) = self.reporter.message(&m).await {
@@ -214,6 +207,30 @@ impl Slot {
         }
         if let Err(e) = msg.ack().await {
             tracing::warn!(task_id = %task.task_id, error = %e, "ack failed; a redelivery will be ignored");
+        }
+    }
+
+    /// Runs `work` while progress-acking `msg` and renewing `lease` every
+    /// third of the shorter of their periods.
+    async fn kept_alive<T>(
+        &self,
+        msg: &jetstream::Message,
+        lease: &Lease,
+        work: impl std::future::Future<Output = T>,
+    ) -> T {
+        let cfg = &self.deps.config.worker;
+        let keepalive = (cfg.ack_wait / 3)
+            .min(cfg.lease_ttl / 3)
+            .max(Duration::from_millis(50));
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                r = &mut work => break r,
+                _ = tokio::time::sleep(keepalive) => {
+                    let _ = msg.ack_with(AckKind::Progress).await;
+                    let _ = self.sem.renew(lease, cfg.lease_ttl).await;
+                }
+            }
         }
     }
 
