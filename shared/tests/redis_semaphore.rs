@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use caucus_shared::config::RedisConfig;
-use caucus_shared::redis::{connect, CapacitySemaphore, RedisPool};
+use caucus_shared::redis::{connect, Acquired, CapacitySemaphore, RedisPool, Renewed};
 use caucus_shared::Error;
 use tokio::time::Instant;
 
@@ -18,6 +18,13 @@ async fn pool(url: String) -> Result<RedisPool> {
         ..RedisConfig::default()
     })
     .await?)
+}
+
+/// A semaphore without the recovery window after a data loss: a fresh
+/// Redis looks like one that lost its data, and these tests are about
+/// other behaviour. The window has its own tests below.
+fn sem(pool: RedisPool, agent: &str) -> Result<CapacitySemaphore> {
+    Ok(CapacitySemaphore::new(pool, "caucus", agent)?.with_recovery_grace(Duration::ZERO))
 }
 
 /// Polls `check` until it yields `Some`, failing after `timeout`.
@@ -42,7 +49,7 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_contenders_never_exceed_capacity_and_reach_it() -> Result<()> {
     let redis = caucus_harness::Redis::start();
-    let sem = CapacitySemaphore::new(pool(redis.url()).await?, "caucus", "valuation")?;
+    let sem = sem(pool(redis.url()).await?, "valuation")?;
     sem.register_worker("w1", 2, LONG).await?;
     assert_eq!(sem.register_worker("w2", 1, LONG).await?, 3);
 
@@ -95,7 +102,7 @@ async fn fifty_contenders_never_exceed_capacity_and_reach_it() -> Result<()> {
 #[tokio::test]
 async fn reacquire_by_the_same_holder_renews_instead_of_taking_a_second_slot() -> Result<()> {
     let redis = caucus_harness::Redis::start();
-    let sem = CapacitySemaphore::new(pool(redis.url()).await?, "caucus", "business")?;
+    let sem = sem(pool(redis.url()).await?, "business")?;
     sem.register_worker("w1", 2, LONG).await?;
     let first = sem
         .try_acquire("h1", Duration::from_secs(5))
@@ -119,7 +126,7 @@ async fn reacquire_by_the_same_holder_renews_instead_of_taking_a_second_slot() -
 #[tokio::test]
 async fn a_holder_that_stops_renewing_is_reclaimed_after_one_lease_period() -> Result<()> {
     let redis = caucus_harness::Redis::start();
-    let sem = CapacitySemaphore::new(pool(redis.url()).await?, "caucus", "financial")?;
+    let sem = sem(pool(redis.url()).await?, "financial")?;
     sem.register_worker("w1", 1, LONG).await?;
     let ttl = Duration::from_millis(300);
     let dead = sem.try_acquire("dead-holder", ttl).await?.unwrap();
@@ -156,7 +163,7 @@ async fn a_holder_that_stops_renewing_is_reclaimed_after_one_lease_period() -> R
 #[tokio::test]
 async fn a_renewed_lease_is_not_reclaimed() -> Result<()> {
     let redis = caucus_harness::Redis::start();
-    let sem = CapacitySemaphore::new(pool(redis.url()).await?, "caucus", "strategy")?;
+    let sem = sem(pool(redis.url()).await?, "strategy")?;
     sem.register_worker("w1", 1, LONG).await?;
     let ttl = Duration::from_millis(400);
     let lease = sem.try_acquire("busy", ttl).await?.unwrap();
@@ -174,7 +181,7 @@ async fn a_renewed_lease_is_not_reclaimed() -> Result<()> {
 #[tokio::test]
 async fn a_worker_that_stops_heartbeating_stops_contributing_capacity() -> Result<()> {
     let redis = caucus_harness::Redis::start();
-    let sem = CapacitySemaphore::new(pool(redis.url()).await?, "caucus", "screening")?;
+    let sem = sem(pool(redis.url()).await?, "screening")?;
     sem.register_worker("steady", 2, LONG).await?;
     assert_eq!(
         sem.register_worker("doomed", 1, Duration::from_millis(300))
@@ -207,9 +214,9 @@ async fn a_worker_that_stops_heartbeating_stops_contributing_capacity() -> Resul
 #[tokio::test]
 async fn the_cap_limits_capacity_below_the_slot_sum_for_every_process() -> Result<()> {
     let redis = caucus_harness::Redis::start();
-    let a = CapacitySemaphore::new(pool(redis.url()).await?, "caucus", "valuation")?;
+    let a = sem(pool(redis.url()).await?, "valuation")?;
     // A second "process" with its own pool.
-    let b = CapacitySemaphore::new(pool(redis.url()).await?, "caucus", "valuation")?;
+    let b = sem(pool(redis.url()).await?, "valuation")?;
     a.register_worker("w1", 2, LONG).await?;
     a.register_worker("w2", 1, LONG).await?;
     assert_eq!(a.set_cap(Some(2)).await?, 2);
@@ -229,19 +236,24 @@ async fn the_cap_limits_capacity_below_the_slot_sum_for_every_process() -> Resul
 #[tokio::test]
 async fn recovers_after_flushall_and_after_a_restart_without_rebuilding_the_pool() -> Result<()> {
     let mut redis = caucus_harness::Redis::start();
-    let sem = CapacitySemaphore::new(pool(redis.url()).await?, "caucus", "report")?;
+    let sem = sem(pool(redis.url()).await?, "report")?;
     sem.register_worker("w1", 1, LONG).await?;
     let lease = sem.try_acquire("h1", LONG).await?.unwrap();
 
     redis.command("FLUSHALL");
     assert_eq!(sem.status().await?.capacity, 0);
+    assert_eq!(
+        sem.status().await?.epoch,
+        None,
+        "the epoch went with the data"
+    );
     assert!(
         sem.try_acquire("h2", LONG).await?.is_none(),
         "no workers, no capacity"
     );
     assert!(
         !sem.renew(&lease, LONG).await?,
-        "the lease died with the data"
+        "no recovery window (grace 0): the lease died with the data"
     );
     assert_eq!(sem.register_worker("w1", 1, LONG).await?, 1);
     let lease = sem.try_acquire("h2", LONG).await?.unwrap();
@@ -256,14 +268,106 @@ async fn recovers_after_flushall_and_after_a_restart_without_rebuilding_the_pool
     Ok(())
 }
 
+/// After a data loss no lease is granted for one grace period, while the
+/// holders of leases granted before it re-register them; then capacity
+/// counts them all, so it is not exceeded.
+#[tokio::test]
+async fn after_a_flush_holders_re_register_before_anyone_gets_a_new_lease() -> Result<()> {
+    let redis = caucus_harness::Redis::start();
+    let grace = Duration::from_millis(600);
+    let sem = CapacitySemaphore::new(pool(redis.url()).await?, "caucus", "valuation")?
+        .with_recovery_grace(grace);
+    sem.register_worker("w1", 2, LONG).await?;
+    // A fresh Redis has no epoch either: the first contact opened a window.
+    let st = sem.status().await?;
+    assert!(st.epoch.is_some() && st.recovering_ms > 0, "{st:?}");
+    let mut a = eventually("the first window to end", Duration::from_secs(5), || {
+        let sem = sem.clone();
+        async move {
+            Ok(match sem.acquire("a", LONG).await? {
+                Acquired::Granted(l) => Some(l),
+                _ => None,
+            })
+        }
+    })
+    .await?;
+    let mut b = sem.try_acquire("b", LONG).await?.unwrap();
+    assert_eq!(a.epoch, b.epoch);
+    let before = a.epoch.clone();
+
+    redis.command("FLUSHALL");
+    // The heartbeat re-registers: capacity 2 again, but nothing is granted.
+    assert_eq!(sem.register_worker("w1", 2, LONG).await?, 2);
+    match sem.acquire("c", LONG).await? {
+        Acquired::Recovering { remaining_ms } => {
+            assert!(remaining_ms > 0 && remaining_ms <= 600, "{remaining_ms}")
+        }
+        other => panic!("a new lease during recovery: {other:?}"),
+    }
+    // The running holders re-create their leases.
+    assert_eq!(sem.renew_lease(&mut a, LONG).await?, Renewed::Recreated);
+    assert_ne!(a.epoch, before, "the lease moved to the new epoch");
+    assert_eq!(sem.renew_lease(&mut a, LONG).await?, Renewed::Extended);
+    assert_eq!(sem.renew_lease(&mut b, LONG).await?, Renewed::Recreated);
+    assert_eq!(sem.status().await?.in_use, 2);
+    // After the window: full, not recovering, and still nobody gets a third.
+    let full = eventually("the window to end", Duration::from_secs(5), || {
+        let sem = sem.clone();
+        async move {
+            Ok(match sem.acquire("c", LONG).await? {
+                Acquired::Recovering { .. } => None,
+                other => Some(other),
+            })
+        }
+    })
+    .await?;
+    assert_eq!(full, Acquired::Full);
+    assert_eq!(sem.status().await?.recovering_ms, 0);
+    assert!(sem.release(&a).await?);
+    assert!(sem.try_acquire("c", LONG).await?.is_some());
+    Ok(())
+}
+
+/// A lease of an earlier epoch is re-created only inside the window: a
+/// holder that comes back later has stopped (or must have), and a lease
+/// removed without a data loss is gone for good.
+#[tokio::test]
+async fn leases_are_re_created_only_after_a_data_loss_and_inside_the_window() -> Result<()> {
+    let redis = caucus_harness::Redis::start();
+    let grace = Duration::from_millis(300);
+    let sem = CapacitySemaphore::new(pool(redis.url()).await?, "caucus", "strategy")?
+        .with_recovery_grace(grace);
+    sem.register_worker("w1", 2, LONG).await?;
+    let mut a = eventually("the first window to end", Duration::from_secs(5), || {
+        let sem = sem.clone();
+        async move { Ok(sem.try_acquire("a", LONG).await?) }
+    })
+    .await?;
+    let mut b = sem.try_acquire("b", LONG).await?.unwrap();
+
+    // Same epoch, lease removed (an operator, or it expired): gone.
+    redis.command("ZREM caucus:{sem:strategy}:holders a");
+    assert_eq!(sem.renew_lease(&mut a, LONG).await?, Renewed::Gone);
+
+    // After a flush, a renewal past the window is too late.
+    redis.command("FLUSHALL");
+    sem.register_worker("w1", 2, LONG).await?;
+    eventually("the window to end", Duration::from_secs(5), || {
+        let sem = sem.clone();
+        async move { Ok((sem.status().await?.recovering_ms == 0).then_some(())) }
+    })
+    .await?;
+    assert_eq!(sem.renew_lease(&mut b, LONG).await?, Renewed::Gone);
+    assert_eq!(sem.status().await?.in_use, 0);
+    Ok(())
+}
+
 #[tokio::test]
 async fn lists_agent_types_with_registered_workers() -> Result<()> {
     let redis = caucus_harness::Redis::start();
     let pool = pool(redis.url()).await?;
     for t in ["valuation", "screening", "fin.v2:eu"] {
-        CapacitySemaphore::new(pool.clone(), "caucus", t)?
-            .register_worker("w1", 1, LONG)
-            .await?;
+        sem(pool.clone(), t)?.register_worker("w1", 1, LONG).await?;
     }
     CapacitySemaphore::new(pool.clone(), "other", "macro")?
         .register_worker("w1", 1, LONG)

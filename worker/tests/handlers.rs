@@ -186,3 +186,52 @@ async fn http_output_over_the_limit_is_a_permanent_failure() {
         e.message
     );
 }
+
+/// A cancelled exec run (the future dropped, as on a lost lease or a
+/// time-out) kills the command's whole process group, not only the shell.
+#[tokio::test]
+async fn a_cancelled_exec_run_kills_the_commands_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    // The shell forks `sleep` (not exec'd) and records the sleeper's pid.
+    let cmd = format!(
+        "sleep 30 & echo $! > {p}; wait; echo '{{}}'",
+        p = pid_file.display()
+    );
+    let h = exec(&cmd);
+    let t = task(0);
+    let mut run = Box::pin(h.run(&t));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let pid: i32 = loop {
+        tokio::select! {
+            r = &mut run => panic!("the command finished: {r:?}"),
+            _ = tokio::time::sleep(std::time::Duration::from_millis(10)) => {}
+        }
+        if let Some(p) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            break p;
+        }
+        assert!(std::time::Instant::now() < deadline, "no pid written");
+    };
+    drop(run);
+    let alive = |pid: i32| {
+        // Gone, or a zombie waiting for its reaper (init), is not running.
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => !stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+            Err(_) => false,
+        }
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while alive(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command's child {pid} survived the cancellation"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}

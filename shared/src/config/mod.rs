@@ -114,6 +114,14 @@ impl Config {
         if self.worker.slots == 0 {
             return bad("worker.slots must be > 0".into());
         }
+        if self.worker.heartbeat_interval >= self.worker.lease_ttl {
+            return bad(format!(
+                "worker.heartbeat_interval ({:?}) must be shorter than worker.lease_ttl ({:?}): \
+                 registrations lapse between beats, and after Redis lost its data the cap must be \
+                 restored within the recovery window of one lease period",
+                self.worker.heartbeat_interval, self.worker.lease_ttl
+            ));
+        }
         if self.worker.max_output_bytes == 0 {
             return bad("worker.max_output_bytes must be > 0".into());
         }

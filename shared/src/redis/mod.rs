@@ -22,7 +22,7 @@ pub use connect::{connect, redact_url, RedisPool};
 pub use counter::{AddOutcome, BoundedCounter};
 pub use keys::{validate_name, DEFAULT_PREFIX};
 pub use lock::OwnedLock;
-pub use semaphore::{CapacitySemaphore, Lease, SemaphoreStatus, WorkerSlot};
+pub use semaphore::{Acquired, CapacitySemaphore, Lease, Renewed, SemaphoreStatus, WorkerSlot};
 pub use sync_gate::{
     sync_lock_key, sync_lock_name, wait_unlocked, GateBypass, Published, SyncGate,
 };

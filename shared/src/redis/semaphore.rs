@@ -5,7 +5,19 @@
 //! runners take a lease per running task and renew it while they work. A
 //! killed worker stops renewing, so within one lease period its leases expire
 //! and are reclaimed by the next acquire, and its registration lapses and the
-//! capacity drops. If Redis restarts empty, the next heartbeat re-registers.
+//! capacity drops.
+//!
+//! If Redis loses its data (FLUSHALL, a restart without persistence), the
+//! leases of tasks still running vanish with it. The semaphore's *epoch* key
+//! (see `sem_prelude.lua`) tells: the first script that finds it missing
+//! starts a new epoch with a recovery window of one lease period, in which
+//! no new lease is granted, while a holder's renewal that finds its lease
+//! missing *because of the loss* (granted in an earlier epoch) re-creates it
+//! instead of giving it up. A holder that cannot renew stops its task within
+//! one lease period of its last confirmed renewal, so by the end of the
+//! window every task still running holds a lease again and capacity counts
+//! them all. Heartbeats re-register the workers (and their owners re-set the
+//! cap) meanwhile.
 
 use std::time::Duration;
 
@@ -24,8 +36,40 @@ pub struct Lease {
     /// Who holds it (unique per running task).
     pub holder_id: String,
     /// When it expires unless renewed, in Redis server time (Unix ms), as of
-    /// the grant.
+    /// the grant (or of the last [`CapacitySemaphore::renew_lease`]).
     pub expires_at_ms: i64,
+    /// The data epoch it was granted (or last renewed) in: a renewal in a
+    /// later epoch, during its recovery window, re-creates a lease that a
+    /// data loss erased.
+    #[serde(default)]
+    pub epoch: String,
+}
+
+/// What [`CapacitySemaphore::acquire`] answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acquired {
+    /// A slot is the caller's.
+    Granted(Lease),
+    /// Every slot is taken (or no worker is registered).
+    Full,
+    /// Redis lost its data a moment ago: no lease is granted until the
+    /// recovery window ends, in this many ms.
+    Recovering {
+        /// Time left in the window (server clock).
+        remaining_ms: u64,
+    },
+}
+
+/// What [`CapacitySemaphore::renew_lease`] answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewed {
+    /// The lease was live and is extended.
+    Extended,
+    /// Redis lost its data since the lease was granted; the lease was
+    /// re-created (re-registered) within the recovery window.
+    Recreated,
+    /// The lease expired or was removed: its slot may be someone else's.
+    Gone,
 }
 
 /// One live worker registration.
@@ -52,6 +96,11 @@ pub struct SemaphoreStatus {
     pub holders: Vec<(String, i64)>,
     /// Live worker registrations, soonest expiry first.
     pub workers: Vec<WorkerSlot>,
+    /// The data epoch; `None` when Redis holds none (never used, or the data
+    /// was lost: the next worker contact starts one, with a recovery window).
+    pub epoch: Option<String>,
+    /// Time left in the recovery window after a data loss, ms (0 = none).
+    pub recovering_ms: u64,
 }
 
 /// The capacity semaphore of one agent type.
@@ -60,6 +109,9 @@ pub struct CapacitySemaphore {
     pool: RedisPool,
     agent_type: String,
     keys: SemaphoreKeys,
+    /// Recovery window after a data loss; `None` = the ttl of the call
+    /// that notices the loss.
+    recovery_grace: Option<Duration>,
 }
 
 impl std::fmt::Debug for CapacitySemaphore {
@@ -67,6 +119,7 @@ impl std::fmt::Debug for CapacitySemaphore {
         f.debug_struct("CapacitySemaphore")
             .field("agent_type", &self.agent_type)
             .field("keys", &self.keys)
+            .field("recovery_grace", &self.recovery_grace)
             .finish_non_exhaustive()
     }
 }
@@ -80,7 +133,27 @@ impl CapacitySemaphore {
             keys: SemaphoreKeys::new(prefix, agent_type)?,
             pool,
             agent_type: agent_type.to_string(),
+            recovery_grace: None,
         })
+    }
+
+    /// Sets the recovery window that starts when a script finds Redis lost
+    /// the semaphore's data (default: the ttl passed to the call that
+    /// notices it, which for workers is their `lease_ttl`). It must be at
+    /// least the longest lease ttl any holder uses, or a holder that cannot
+    /// renew may still be running when new leases are granted. Zero turns
+    /// the window off (tests of other behaviour only).
+    pub fn with_recovery_grace(mut self, grace: Duration) -> Self {
+        self.recovery_grace = Some(grace);
+        self
+    }
+
+    /// The grace for a call made with `ttl` (ms, as checked by `ttl_ms`).
+    fn grace_ms(&self, ttl_ms: u64) -> u64 {
+        match self.recovery_grace {
+            Some(g) => u64::try_from(g.as_millis()).unwrap_or(u64::MAX),
+            None => ttl_ms,
+        }
     }
 
     /// The agent type.
@@ -101,7 +174,11 @@ impl CapacitySemaphore {
         check_id("worker id", worker_id)?;
         let ttl = ttl_ms("worker registration ttl", ttl)?;
         let mut call = scripts::SEM_REGISTER.prepare_invoke();
-        self.with_keys(&mut call).arg(worker_id).arg(slots).arg(ttl);
+        self.with_keys(&mut call)
+            .arg(worker_id)
+            .arg(slots)
+            .arg(ttl)
+            .arg(self.grace_ms(ttl));
         run(&self.pool, &call).await
     }
 
@@ -128,33 +205,81 @@ impl CapacitySemaphore {
     /// Takes a slot for `holder_id` for `ttl`, if one is free. Expired leases
     /// and lapsed workers are reclaimed in the same step. Calling it again for
     /// a holder that already has a live lease renews that lease (never a
-    /// second slot). `None` means no slot is free.
+    /// second slot). `None` means no slot is free (or Redis lost its data a
+    /// moment ago, see [`CapacitySemaphore::acquire`]).
     pub async fn try_acquire(
         &self,
         holder_id: &str,
         ttl: Duration,
     ) -> Result<Option<Lease>, Error> {
+        Ok(match self.acquire(holder_id, ttl).await? {
+            Acquired::Granted(l) => Some(l),
+            Acquired::Full | Acquired::Recovering { .. } => None,
+        })
+    }
+
+    /// [`CapacitySemaphore::try_acquire`], telling a full semaphore from one
+    /// in its recovery window after a data loss.
+    pub async fn acquire(&self, holder_id: &str, ttl: Duration) -> Result<Acquired, Error> {
         check_id("holder id", holder_id)?;
         let ttl = ttl_ms("lease ttl", ttl)?;
         let mut call = scripts::SEM_ACQUIRE.prepare_invoke();
-        self.with_keys(&mut call).arg(holder_id).arg(ttl);
-        let (granted, expires_at_ms, _capacity, _in_use): (i64, i64, i64, i64) =
+        self.with_keys(&mut call)
+            .arg(holder_id)
+            .arg(ttl)
+            .arg(self.grace_ms(ttl));
+        let (granted, expires_at_ms, _capacity, _in_use, epoch, recovering): AcquireReply =
             run(&self.pool, &call).await?;
-        Ok((granted == 1).then(|| Lease {
-            agent_type: self.agent_type.clone(),
-            holder_id: holder_id.to_string(),
-            expires_at_ms,
-        }))
+        Ok(if granted == 1 {
+            Acquired::Granted(Lease {
+                agent_type: self.agent_type.clone(),
+                holder_id: holder_id.to_string(),
+                expires_at_ms,
+                epoch,
+            })
+        } else if recovering > 0 {
+            Acquired::Recovering {
+                remaining_ms: recovering.unsigned_abs(),
+            }
+        } else {
+            Acquired::Full
+        })
     }
 
     /// Extends a live lease by `ttl` from now. `false` if it had already
-    /// expired (its slot may be someone else's): acquire again.
+    /// expired (its slot may be someone else's): acquire again. A lease that
+    /// a data loss erased is re-created while the recovery window lasts
+    /// (`true`); use [`CapacitySemaphore::renew_lease`] to tell, and to keep
+    /// the lease's epoch current.
     pub async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<bool, Error> {
+        let mut l = lease.clone();
+        Ok(self.renew_lease(&mut l, ttl).await? != Renewed::Gone)
+    }
+
+    /// Extends `lease` by `ttl` from now, or re-creates it when Redis lost
+    /// its data since it was granted and the recovery window still runs;
+    /// updates its expiry and epoch. [`Renewed::Gone`]: the lease expired or
+    /// was removed, and its slot may be someone else's.
+    pub async fn renew_lease(&self, lease: &mut Lease, ttl: Duration) -> Result<Renewed, Error> {
         self.check_lease(lease)?;
         let ttl = ttl_ms("lease ttl", ttl)?;
         let mut call = scripts::SEM_RENEW.prepare_invoke();
-        self.with_keys(&mut call).arg(&lease.holder_id).arg(ttl);
-        run::<i64>(&self.pool, &call).await.map(|e| e > 0)
+        self.with_keys(&mut call)
+            .arg(&lease.holder_id)
+            .arg(ttl)
+            .arg(&lease.epoch)
+            .arg(self.grace_ms(ttl));
+        let (expires, epoch, recreated): (i64, String, i64) = run(&self.pool, &call).await?;
+        if expires <= 0 {
+            return Ok(Renewed::Gone);
+        }
+        lease.expires_at_ms = expires;
+        lease.epoch = epoch;
+        Ok(if recreated == 1 {
+            Renewed::Recreated
+        } else {
+            Renewed::Extended
+        })
     }
 
     /// Gives the slot back. `false` if the lease had already expired or was
@@ -170,7 +295,8 @@ impl CapacitySemaphore {
     pub async fn status(&self) -> Result<SemaphoreStatus, Error> {
         let mut call = scripts::SEM_STATUS.prepare_invoke();
         self.with_keys(&mut call);
-        let (capacity, cap, holders, workers): StatusReply = run(&self.pool, &call).await?;
+        let (capacity, cap, holders, workers, epoch, recovering): StatusReply =
+            run(&self.pool, &call).await?;
         let workers = workers
             .into_iter()
             .map(|(worker_id, slots, expires_at_ms)| WorkerSlot {
@@ -185,6 +311,8 @@ impl CapacitySemaphore {
             in_use: to_u32(holders.len() as i64),
             holders,
             workers,
+            epoch: (!epoch.is_empty()).then_some(epoch),
+            recovering_ms: recovering.max(0).unsigned_abs(),
         })
     }
 
@@ -234,6 +362,7 @@ impl CapacitySemaphore {
             .key(&self.keys.workers)
             .key(&self.keys.slots)
             .key(&self.keys.cap)
+            .key(&self.keys.epoch)
     }
 
     fn check_lease(&self, lease: &Lease) -> Result<(), Error> {
@@ -248,8 +377,20 @@ impl CapacitySemaphore {
 }
 
 /// Reply of `sem_status.lua`: capacity, cap (-1 = none), flat holder/expiry
-/// pairs, flat worker/slots/expiry triples.
-type StatusReply = (i64, i64, Vec<(String, i64)>, Vec<(String, u32, i64)>);
+/// pairs, flat worker/slots/expiry triples, epoch id ('' = none), recovery
+/// ms left (-1 = no epoch).
+type StatusReply = (
+    i64,
+    i64,
+    Vec<(String, i64)>,
+    Vec<(String, u32, i64)>,
+    String,
+    i64,
+);
+
+/// Reply of `sem_acquire.lua`: granted, expiry, capacity, in use, epoch id,
+/// recovery ms left.
+type AcquireReply = (i64, i64, i64, i64, String, i64);
 
 fn to_u32(n: i64) -> u32 {
     u32::try_from(n.max(0)).unwrap_or(u32::MAX)

@@ -1,6 +1,10 @@
 //! `exec:CMD`: run a command per task. Task JSON on stdin, result JSON on
 //! stdout; a non-zero exit is a failure with stderr kept. Exit code 75
 //! (EX_TEMPFAIL) means transient unless stdout carries an explicit error.
+//!
+//! The command runs in its own process group: when the run is cancelled (a
+//! time-out, a lost capacity lease) the whole group is killed, so a shell's
+//! children (`sh -c "step1; step2"`) stop with it.
 
 use std::process::Stdio;
 
@@ -25,8 +29,10 @@ pub(super) async fn run(cmd: &str, task: &TaskDispatch) -> Result<HandlerOutput,
         .stderr(Stdio::piped())
         // A timed-out or cancelled task must not leave the process running.
         .kill_on_drop(true)
+        .process_group(0)
         .spawn()
         .map_err(|e| permanent("spawn", format!("cannot start `{cmd}`: {e}")))?;
+    let mut group = GroupGuard(child.id());
     if let Some(mut stdin) = child.stdin.take() {
         // A command that ignores stdin closes it early: not an error.
         let _ = stdin.write_all(&body).await;
@@ -35,6 +41,8 @@ pub(super) async fn run(cmd: &str, task: &TaskDispatch) -> Result<HandlerOutput,
         .wait_with_output()
         .await
         .map_err(|e| transient("wait", e.to_string()))?;
+    // Finished on its own: nothing to kill.
+    group.0 = None;
     let stderr = tail(&String::from_utf8_lossy(&out.stderr));
     if out.status.success() {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
@@ -62,6 +70,22 @@ pub(super) async fn run(cmd: &str, task: &TaskDispatch) -> Result<HandlerOutput,
     } else {
         permanent("exit_status", msg)
     })
+}
+
+/// Kills the process group `0` (the child's pid, as it leads its own group)
+/// when dropped before the child finished.
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        let Some(pgid) = self.0.and_then(|p| i32::try_from(p).ok()) else {
+            return;
+        };
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pgid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
 }
 
 fn tail(s: &str) -> String {

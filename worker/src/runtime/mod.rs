@@ -5,6 +5,7 @@
 //! period and JetStream redelivers its unacknowledged task.
 
 mod heartbeat;
+mod lease;
 mod report;
 mod slot;
 

@@ -1,4 +1,12 @@
 //! One slot of one agent type: lease → pull → run → report → ack.
+//!
+//! The lease is kept by a [`LeaseKeeper`]: while its renewal fails the slot
+//! pulls nothing (a task fetched meanwhile is handed back at once), and once
+//! the lease is lost the running handler is cancelled (an `exec:` command's
+//! process group is killed, an `http:` request dropped) and the task's
+//! message is nak'd for redelivery, before the lease can have expired in
+//! Redis. Nothing is reported for the cancelled run, so the redelivered run's
+//! completion is the only one, and no task runs without a live lease.
 
 use std::time::Duration;
 
@@ -8,9 +16,10 @@ use tracing::Instrument;
 
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
 use caucus_shared::nats::trace;
-use caucus_shared::redis::{CapacitySemaphore, Lease};
+use caucus_shared::redis::{Acquired, CapacitySemaphore};
 use caucus_shared::task::{TaskDispatch, TaskStatus};
 
+use super::lease::LeaseKeeper;
 use super::{Reporter, WorkerDeps};
 
 /// Backoff while capacity is full (doubles up to the max).
@@ -37,46 +46,74 @@ impl Slot {
     pub(super) async fn run(self) {
         let shutdown = self.deps.shutdown.clone();
         let ttl = self.deps.config.worker.lease_ttl;
+        // A Redis that does not answer (stopped, partitioned) must not hang
+        // the slot: every call is bounded like a renewal.
+        let call_timeout = (ttl / 3).max(Duration::from_millis(10));
         let mut backoff = ACQUIRE_BACKOFF_MIN;
+        let mut recovering_logged = false;
         while !shutdown.is_cancelled() {
-            let lease = match self.sem.try_acquire(&self.holder(), ttl).await {
-                Ok(Some(l)) => {
+            let asked_at = tokio::time::Instant::now();
+            let acquired =
+                tokio::time::timeout(call_timeout, self.sem.acquire(&self.holder(), ttl)).await;
+            let pause = match acquired {
+                Ok(Ok(Acquired::Granted(l))) => {
                     backoff = ACQUIRE_BACKOFF_MIN;
-                    l
-                }
-                Ok(None) => {
-                    tokio::select! {
-                        _ = shutdown.cancelled() => break,
-                        _ = tokio::time::sleep(backoff) => {}
+                    recovering_logged = false;
+                    let keeper = LeaseKeeper::start(self.sem.clone(), l.clone(), ttl, asked_at);
+                    self.hold(&keeper).await;
+                    let lease = keeper.stop().await.unwrap_or(l);
+                    match tokio::time::timeout(call_timeout, self.sem.release(&lease)).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => {
+                            tracing::warn!(error = %e, "lease release failed; it lapses after its ttl")
+                        }
+                        Err(_) => {
+                            tracing::warn!("lease release timed out; it lapses after its ttl")
+                        }
                     }
+                    continue;
+                }
+                Ok(Ok(Acquired::Full)) => {
+                    let p = backoff;
                     backoff = (backoff * 2).min(ACQUIRE_BACKOFF_MAX);
-                    continue;
+                    p
                 }
-                Err(e) => {
-                    tracing::warn!(agent_type = %self.agent_type, error = %e, "cannot take a lease");
-                    tokio::select! {
-                        _ = shutdown.cancelled() => break,
-                        _ = tokio::time::sleep(ACQUIRE_BACKOFF_MAX) => {}
+                Ok(Ok(Acquired::Recovering { remaining_ms })) => {
+                    if !recovering_logged {
+                        tracing::info!(agent_type = %self.agent_type, remaining_ms,
+                            "Redis lost its data: no new lease until running tasks re-registered theirs");
+                        recovering_logged = true;
                     }
-                    continue;
+                    Duration::from_millis(remaining_ms)
+                        .clamp(ACQUIRE_BACKOFF_MIN, ACQUIRE_BACKOFF_MAX)
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(agent_type = %self.agent_type, error = %e, "cannot take a lease");
+                    ACQUIRE_BACKOFF_MAX
+                }
+                Err(_) => {
+                    tracing::warn!(agent_type = %self.agent_type, "cannot take a lease: Redis did not answer");
+                    ACQUIRE_BACKOFF_MIN
                 }
             };
-            self.hold(&lease).await;
-            if let Err(e) = self.sem.release(&lease).await {
-                tracing::warn!(error = %e, "lease release failed; it lapses after its ttl");
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(pause) => {}
             }
         }
     }
 
-    /// Works while holding `lease`; returns when idle, shut down or the
-    /// lease was lost.
-    async fn hold(&self, lease: &Lease) {
+    /// Works while `keeper` holds the lease; returns when idle, shut down or
+    /// the lease was lost.
+    async fn hold(&self, keeper: &LeaseKeeper) {
         let shutdown = &self.deps.shutdown;
         let cfg = &self.deps.config.worker;
-        // The lease was taken (or last renewed) at this instant.
-        let mut renewed = tokio::time::Instant::now();
         loop {
             if shutdown.is_cancelled() {
+                return;
+            }
+            // Renewal failing: take nothing until it succeeds again.
+            if !keeper.view().usable && !keeper.usable(shutdown).await {
                 return;
             }
             let fetched = self
@@ -109,6 +146,12 @@ impl Slot {
                     return;
                 }
             };
+            if !keeper.view().usable {
+                // The lease went bad during the fetch: hand the task back
+                // for a worker whose lease is sound.
+                let _ = msg.ack_with(AckKind::Nak(None)).await;
+                continue;
+            }
             let max = self.deps.config.max_body_bytes;
             let task = decode_or_dead_letter(&self.dlq, &msg, max, |b, _| {
                 serde_json::from_slice::<TaskDispatch>(b)
@@ -126,32 +169,12 @@ impl Slot {
                     }
                 }
                 let span = trace::consumer_span(&msg.subject, msg.headers.as_ref());
-                self.execute(&msg, task, lease).instrument(span).await;
-            }
-            // Renewing after every task cost a Redis script call per task
-            // (a tenth of the CPU of a no-op task, docs/BENCHMARKS.md). Until
-            // the next check the lease ages by at most one fetch wait plus
-            // one keep-alive period (ttl/3; longer tasks renew it while they
-            // run), so skipping while younger than ttl/3 − fetch_wait keeps
-            // it within 2/3 of its TTL.
-            if renewed.elapsed() < (cfg.lease_ttl / 3).saturating_sub(cfg.fetch_wait) {
-                continue;
-            }
-            match self.sem.renew(lease, cfg.lease_ttl).await {
-                Ok(true) => renewed = tokio::time::Instant::now(),
-                Ok(false) => {
-                    tracing::warn!(agent_type = %self.agent_type, "lease was reclaimed; taking a new one");
-                    return;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "lease renew failed");
-                    return;
-                }
+                self.execute(&msg, task, keeper).instrument(span).await;
             }
         }
     }
 
-    async fn execute(&self, msg: &jetstream::Message, task: TaskDispatch, lease: &Lease) {
+    async fn execute(&self, msg: &jetstream::Message, task: TaskDispatch, keeper: &LeaseKeeper) {
         let started_at = self.deps.clock.now();
         let started = self.reporter.event(&task, TaskStatus::Started, started_at);
         if let Err(e) = self.reporter.publish(&started).await {
@@ -161,8 +184,18 @@ impl Slot {
                 .await;
             return;
         }
-        // Keep the message and the lease alive while the handler runs.
-        let result = self.kept_alive(msg, lease, self.run_paced(&task)).await;
+        // Keep the message alive while the handler runs (the keeper renews
+        // the lease); stop the handler if the lease is lost.
+        let run = self.kept_alive_until(msg, keeper.lost(), self.run_paced(&task));
+        let Some(result) = run.await else {
+            // The run was dropped: an exec: command's processes are killed,
+            // an http: request dropped. Nothing is reported: the redelivered
+            // run reports, so no completion is applied twice.
+            tracing::warn!(task_id = %task.task_id,
+                "capacity lease lost: task cancelled and returned to the queue");
+            let _ = msg.ack_with(AckKind::Nak(None)).await;
+            return;
+        };
         let ev = match result {
             Ok(out) => {
                 // Findings wait while the agent's debate sync lock is held
@@ -175,7 +208,7 @@ impl Slot {
                             }
                         }
                     };
-                    self.kept_alive(msg, lease, findings).await;
+                    self.kept_alive(msg, findings).await;
                 }
                 for m in out.messages {
                     if let Err(e) = self.reporter.message(&m).await {
@@ -210,25 +243,37 @@ impl Slot {
         }
     }
 
-    /// Runs `work` while progress-acking `msg` and renewing `lease` every
-    /// third of the shorter of their periods.
+    /// Runs `work` while progress-acking `msg` (the lease is renewed by the
+    /// slot's keeper meanwhile).
     async fn kept_alive<T>(
         &self,
         msg: &jetstream::Message,
-        lease: &Lease,
         work: impl std::future::Future<Output = T>,
     ) -> T {
-        let cfg = &self.deps.config.worker;
-        let keepalive = (cfg.ack_wait / 3)
-            .min(cfg.lease_ttl / 3)
-            .max(Duration::from_millis(50));
+        let never = tokio_util::sync::CancellationToken::new();
+        match self.kept_alive_until(msg, &never, work).await {
+            Some(r) => r,
+            None => unreachable!("a token nobody cancels"),
+        }
+    }
+
+    /// [`Slot::kept_alive`], but `work` is dropped (cancelled) and `None`
+    /// returned once `stop` fires, unless it finished first.
+    async fn kept_alive_until<T>(
+        &self,
+        msg: &jetstream::Message,
+        stop: &tokio_util::sync::CancellationToken,
+        work: impl std::future::Future<Output = T>,
+    ) -> Option<T> {
+        let keepalive = (self.deps.config.worker.ack_wait / 3).max(Duration::from_millis(50));
         tokio::pin!(work);
         loop {
             tokio::select! {
-                r = &mut work => break r,
+                biased;
+                r = &mut work => break Some(r),
+                _ = stop.cancelled() => break None,
                 _ = tokio::time::sleep(keepalive) => {
                     let _ = msg.ack_with(AckKind::Progress).await;
-                    let _ = self.sem.renew(lease, cfg.lease_ttl).await;
                 }
             }
         }
