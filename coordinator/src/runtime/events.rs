@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
 use caucus_shared::subjects::{StreamKind, Subjects};
-use caucus_shared::task::TaskEvent;
+use caucus_shared::task::{ErrorClass, TaskError, TaskEvent};
 
 use super::scheduler::{Command, SchedulerHandle};
 
@@ -77,13 +77,77 @@ pub async fn run(
                     serde_json::from_slice::<TaskEvent>(b)
                 })
                 .await;
-                if let Some(ev) = decoded {
-                    events.push((ev, msg));
+                match decoded {
+                    Some(ev) => events.push((ev, msg)),
+                    None => {
+                        // Not applied, so the task would wait for an event
+                        // that never comes: fail its attempt with the reason.
+                        if let Some(cmd) = dead_lettered(&msg) {
+                            if scheduler.send(cmd).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
                 }
             }
             if !events.is_empty() && scheduler.send(Command::Events(events)).await.is_err() {
                 return;
             }
         }
+    }
+}
+
+/// The failure to record for a task event that went to the DLQ: the task
+/// and attempt come from its `Nats-Msg-Id` (`<task_id>@<attempt>:<status>`,
+/// set by every worker), since the body could not be read.
+fn dead_lettered(msg: &jetstream::Message) -> Option<Command> {
+    let id = msg
+        .headers
+        .as_ref()?
+        .get("Nats-Msg-Id")?
+        .as_str()
+        .to_string();
+    let (task_id, attempt, status) = parse_event_msg_id(&id)?;
+    Some(Command::FailTask {
+        task_id: task_id.to_string(),
+        attempt,
+        error: TaskError {
+            class: ErrorClass::Permanent,
+            error_type: "event_dead_lettered".into(),
+            message: format!(
+                "the worker's '{status}' event could not be read and went to the DLQ \
+                 (subject {}); see the DLQ stream for the reason",
+                msg.subject
+            ),
+            data_source: None,
+        },
+    })
+}
+
+/// Splits `<task_id>@<attempt>:<status>`.
+fn parse_event_msg_id(id: &str) -> Option<(&str, u32, &str)> {
+    let (task_id, rest) = id.rsplit_once('@')?;
+    let (attempt, status) = rest.split_once(':')?;
+    task_id.contains('/').then_some(())?;
+    Some((task_id, attempt.parse().ok()?, status))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_event_msg_id;
+
+    #[test]
+    fn event_msg_ids_parse() {
+        assert_eq!(
+            parse_event_msg_id("wf-1/valuation@2:completed"),
+            Some(("wf-1/valuation", 2, "completed"))
+        );
+        assert_eq!(
+            parse_event_msg_id("wf-1/dcf#3@1:failed"),
+            Some(("wf-1/dcf#3", 1, "failed"))
+        );
+        assert_eq!(parse_event_msg_id("nonsense"), None);
+        assert_eq!(parse_event_msg_id("no-slash@1:started"), None);
+        assert_eq!(parse_event_msg_id("wf/x@two:started"), None);
     }
 }

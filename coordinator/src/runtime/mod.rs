@@ -20,6 +20,7 @@ pub(crate) mod publish;
 pub mod resolutions;
 pub mod scheduler;
 pub mod store;
+pub mod undeliverable;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -190,7 +191,8 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             checkpoints::CheckpointStore::new(checkpoints_kv.clone()),
             cfg.into(),
         ))
-        .with_lease(held.clone());
+        .with_lease(held.clone())
+        .with_silence(deps.config.worker.ack_wait + deps.config.worker.lease_ttl);
         match sched.load().await {
             Ok((n, max_epoch)) => {
                 floor = floor.max(max_epoch);
@@ -257,10 +259,24 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             tx.clone(),
             term.clone(),
         ));
+        let undeliverable_task = tokio::spawn(undeliverable::run(
+            deps.js.clone(),
+            deps.subjects.clone(),
+            tx.clone(),
+            term.clone(),
+        ));
         drop(tx);
         sched.run(rx, term.clone()).await;
         *current.write().expect("scheduler slot") = None;
-        let _ = tokio::join!(cap_task, ev_task, ctl_task, bcast_task, res_task, stop);
+        let _ = tokio::join!(
+            cap_task,
+            ev_task,
+            ctl_task,
+            bcast_task,
+            res_task,
+            undeliverable_task,
+            stop
+        );
         if deps.shutdown.is_cancelled() {
             let _ = keeper.await;
             break;

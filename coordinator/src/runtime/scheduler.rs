@@ -89,6 +89,17 @@ pub enum Command {
         /// The reply body or error.
         reply: oneshot::Sender<Result<Value, ApiError>>,
     },
+    /// Fail one task attempt for a reason the coordinator learnt outside
+    /// the worker's events (JetStream gave up delivering the dispatch, or
+    /// the worker's event about it was dead-lettered).
+    FailTask {
+        /// The task (`<workflow_id>/<stage>`).
+        task_id: String,
+        /// The attempt concerned (an older one changes nothing).
+        attempt: u32,
+        /// Why, as a worker would have reported it.
+        error: caucus_shared::task::TaskError,
+    },
     /// Load per agent type.
     Load {
         /// The reply.
@@ -132,6 +143,13 @@ pub struct Scheduler {
     /// The fenced leader lease this scheduler acts under (`None` only in
     /// tests that run a scheduler without a lock).
     lease: Option<LeaderLease>,
+    /// When the coordinator last heard of each in-flight task (dispatch,
+    /// `started` or `progress`), by task id. In memory only: a takeover
+    /// gives every in-flight task a fresh grace period.
+    heard: HashMap<String, chrono::DateTime<Utc>>,
+    /// How long an in-flight task may stay silent before its attempt is
+    /// failed and retried (the workers' `ack_wait + lease_ttl`).
+    silence: Duration,
 }
 
 impl Scheduler {
@@ -164,6 +182,30 @@ impl Scheduler {
             auto_due: Vec::new(),
             research: None,
             lease: None,
+            heard: HashMap::new(),
+            silence: Duration::from_secs(40),
+        }
+    }
+
+    /// In-flight tasks silent for longer than `silence` are failed and
+    /// retried under their policy (set it to the workers' `ack_wait +
+    /// lease_ttl`: by then JetStream has redelivered a dispatch whose
+    /// worker died, and a live worker has reported progress).
+    pub fn with_silence(mut self, silence: Duration) -> Self {
+        self.silence = silence;
+        self
+    }
+
+    /// Starts the silence clock of every in-flight task of `id`.
+    fn hear_in_flight(&mut self, id: &str) {
+        let now = self.clock.now();
+        let Some(rec) = self.engine.get(id) else {
+            return;
+        };
+        for (key, t) in &rec.tasks {
+            if t.state.is_in_flight() {
+                self.heard.insert(rec.task_id(key), now);
+            }
         }
     }
 
@@ -236,7 +278,9 @@ impl Scheduler {
             // as they did when they were submitted together.
             rec.stages = stage_lists.intern(&rec.pipeline, rec.stages);
             self.revisions.insert(rec.workflow_id.clone(), rev);
+            let id = rec.workflow_id.clone();
             self.engine.insert(rec);
+            self.hear_in_flight(&id);
             n += 1;
         }
         if let Some(c) = self.control.as_mut() {
@@ -294,7 +338,30 @@ impl Scheduler {
                         self.dead_letter(msg, "agent_type_mismatch", &reason).await;
                         continue;
                     }
+                    if ev.status == caucus_shared::task::TaskStatus::Progress
+                        && self
+                            .engine
+                            .get(&ev.workflow_id)
+                            .is_some_and(|r| r.is_running(&ev))
+                    {
+                        // A heartbeat of a running attempt: nothing to store.
+                        self.heard.insert(ev.task_id.clone(), now);
+                        self.pending_acks
+                            .entry(ev.workflow_id.clone())
+                            .or_default()
+                            .push(msg);
+                        continue;
+                    }
                     let outcome = self.engine.apply_event(&ev, now);
+                    match &outcome {
+                        Some(EventOutcome::Started) => {
+                            self.heard.insert(ev.task_id.clone(), now);
+                        }
+                        Some(_) => {
+                            self.heard.remove(&ev.task_id);
+                        }
+                        None => {}
+                    }
                     if matches!(outcome, Some(EventOutcome::Started))
                         && !self.dirty.contains(&ev.workflow_id)
                     {
@@ -406,6 +473,17 @@ impl Scheduler {
                 }
                 let _ = reply.send(n);
             }
+            Command::FailTask {
+                task_id,
+                attempt,
+                error,
+            } => {
+                let Some(wf) = task_id.split('/').next().map(str::to_string) else {
+                    return;
+                };
+                self.ensure_loaded(&wf).await;
+                self.fail_attempt(&wf, &task_id, attempt, error);
+            }
             Command::Load { reply } => {
                 let _ = reply.send(self.engine.load(self.clock.now()));
             }
@@ -453,6 +531,7 @@ impl Scheduler {
         if let Ok(Some((rec, rev))) = self.store.get(id).await {
             self.revisions.insert(id.to_string(), rev);
             self.engine.insert(rec);
+            self.hear_in_flight(id);
         }
     }
 
@@ -620,6 +699,7 @@ impl Scheduler {
                     .await;
             }
         }
+        self.reconcile_silent(now);
         self.gate_timers(now).await;
         if let Some(c) = self.control.as_mut() {
             let caps = self
@@ -707,13 +787,20 @@ impl Scheduler {
         let mut failed = Vec::new();
         let futs = acks.into_iter().map(|(d, r)| async move {
             match r {
-                Ok(f) => f.await.map(|_| ()).map_err(|e| (d, e.to_string())),
+                Ok(f) => match f.await {
+                    Ok(_) => Ok(d.task_id),
+                    Err(e) => Err((d, e.to_string())),
+                },
                 Err(e) => Err((d, e)),
             }
         });
+        let now = self.clock.now();
         for r in join_all(futs).await {
-            if let Err((d, e)) = r {
-                failed.push((d, e));
+            match r {
+                Ok(task_id) => {
+                    self.heard.insert(task_id, now);
+                }
+                Err((d, e)) => failed.push((d, e)),
             }
         }
         for (d, e) in failed {
@@ -728,29 +815,111 @@ impl Scheduler {
     /// attempt are stale once the next attempt is dispatched.
     fn dispatch_failed(&mut self, d: &TaskDispatch, error: &str) {
         tracing::warn!(task_id = %d.task_id, attempt = d.attempt, error, "dispatch not confirmed by JetStream; failing the attempt");
-        let now = self.clock.now();
-        let ev = TaskEvent {
-            schema_version: caucus_shared::task::TASK_SCHEMA_VERSION,
-            task_id: d.task_id.clone(),
-            workflow_id: d.workflow_id.clone(),
-            stage: d.stage.clone(),
-            agent_type: d.agent_type.clone(),
-            attempt: d.attempt,
-            status: caucus_shared::task::TaskStatus::Failed,
-            worker_id: "coordinator".into(),
-            output: None,
-            error: Some(caucus_shared::task::TaskError {
+        self.fail_attempt(
+            &d.workflow_id,
+            &d.task_id,
+            d.attempt,
+            caucus_shared::task::TaskError {
                 class: caucus_shared::task::ErrorClass::Transient,
                 error_type: "dispatch_failed".into(),
                 message: format!("the dispatch could not be published: {error}"),
                 data_source: None,
-            }),
+            },
+        );
+    }
+
+    /// Fails `attempt` of a task as if its worker had reported `error`: the
+    /// task's retry policy decides between a new attempt and failing it.
+    /// A finished task or an older attempt is left alone.
+    fn fail_attempt(
+        &mut self,
+        workflow_id: &str,
+        task_id: &str,
+        attempt: u32,
+        error: caucus_shared::task::TaskError,
+    ) {
+        let now = self.clock.now();
+        let Some(rec) = self.engine.get(workflow_id) else {
+            return;
+        };
+        let key = task_id
+            .strip_prefix(&format!("{workflow_id}/"))
+            .unwrap_or(task_id);
+        let Some(t) = rec.tasks.get(key) else {
+            return;
+        };
+        let ev = TaskEvent {
+            schema_version: caucus_shared::task::TASK_SCHEMA_VERSION,
+            task_id: task_id.to_string(),
+            workflow_id: workflow_id.to_string(),
+            stage: t.stage.clone(),
+            agent_type: t.agent_type.clone(),
+            attempt,
+            status: caucus_shared::task::TaskStatus::Failed,
+            worker_id: "coordinator".into(),
+            output: None,
+            error: Some(error),
             message: None,
-            started_at: None,
+            started_at: t.started_at,
             at: now,
         };
-        if self.engine.apply_event(&ev, now).is_some() {
-            self.dirty.insert(d.workflow_id.clone());
+        if let Some(outcome) = self.engine.apply_event(&ev, now) {
+            self.heard.remove(task_id);
+            self.dirty.insert(workflow_id.to_string());
+            if let Some(c) = self.control.as_mut() {
+                c.on_outcome(&ev, &outcome, &self.engine);
+            }
+        }
+    }
+
+    /// Fails (for a retry) every in-flight attempt nobody has reported on
+    /// for longer than `silence`: its worker is gone and JetStream did not
+    /// bring the dispatch to another one, or its events were lost.
+    fn reconcile_silent(&mut self, now: chrono::DateTime<Utc>) {
+        let Ok(silence) = chrono::Duration::from_std(self.silence) else {
+            return;
+        };
+        let silent: Vec<String> = self
+            .heard
+            .iter()
+            .filter(|(_, at)| now - **at > silence)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for task_id in silent {
+            let Some(wf) = task_id.split('/').next() else {
+                self.heard.remove(&task_id);
+                continue;
+            };
+            let key = &task_id[wf.len() + 1..];
+            let Some((attempt, in_flight)) = self
+                .engine
+                .get(wf)
+                .and_then(|r| r.tasks.get(key))
+                .map(|t| (t.attempt, t.state.is_in_flight()))
+            else {
+                self.heard.remove(&task_id);
+                continue;
+            };
+            if !in_flight {
+                self.heard.remove(&task_id);
+                continue;
+            }
+            tracing::warn!(task_id = %task_id, attempt, silent_ms = self.silence.as_millis() as u64, "no word of an in-flight task; failing the attempt for a retry");
+            let wf = wf.to_string();
+            self.fail_attempt(
+                &wf,
+                &task_id,
+                attempt,
+                caucus_shared::task::TaskError {
+                    class: caucus_shared::task::ErrorClass::Transient,
+                    error_type: "silent".into(),
+                    message: format!(
+                        "no started or progress event for {} ms (worker lost, or its events were)",
+                        self.silence.as_millis()
+                    ),
+                    data_source: None,
+                },
+            );
         }
     }
 
@@ -875,6 +1044,7 @@ impl Scheduler {
         tracing::warn!(workflow_id = %id, stored_epoch = rec.epoch, "revision conflict with an older leader's write: adopting it and re-applying this workflow's events");
         self.revisions.insert(id.to_string(), rev);
         self.engine.insert(rec);
+        self.hear_in_flight(id);
         self.dirty.remove(id);
         let mut msgs = self.pending_acks.remove(id).unwrap_or_default();
         msgs.extend(self.lazy.remove(id).unwrap_or_default());

@@ -102,6 +102,13 @@ pub enum TaskRunState {
     AwaitingApproval,
 }
 
+impl TaskRunState {
+    /// Dispatched or running: a worker holds (or is about to hold) it.
+    pub fn is_in_flight(self) -> bool {
+        matches!(self, TaskRunState::Dispatched | TaskRunState::Running)
+    }
+}
+
 /// One task of a workflow.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TaskRecord {

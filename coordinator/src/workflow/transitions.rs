@@ -173,6 +173,14 @@ impl WorkflowRecord {
         (t.agent_type != ev.agent_type).then_some(t.agent_type.as_str())
     }
 
+    /// Whether `ev` is about the current attempt of a task that is
+    /// already running (a heartbeat changes nothing stored).
+    pub fn is_running(&self, ev: &TaskEvent) -> bool {
+        self.key_of(ev)
+            .and_then(|k| self.tasks.get(&k))
+            .is_some_and(|t| t.state == TaskRunState::Running && t.attempt == ev.attempt)
+    }
+
     /// [`WorkflowRecord::apply_event_with`] the default tier rules.
     pub fn apply_event(&mut self, ev: &TaskEvent, now: DateTime<Utc>) -> EventOutcome {
         self.apply_event_with(ev, now, &TierRules::default())
