@@ -355,3 +355,23 @@ async fn pattern_calls_and_pipeline_tasks_share_one_capacity() {
         "{peak} calls and tasks ran at once with a cap of 2"
     );
 }
+
+/// A task longer than the coordinator's silence window (`ack_wait +
+/// lease_ttl`, 3 s here) is kept alive by the worker's `progress` events:
+/// it completes in its first attempt.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_task_sends_progress_and_is_not_taken_for_silent() {
+    let stack = Stack::start();
+    let _c = coordinator(&stack, &[]);
+    let _w = worker(&stack, "alpha", 1, "sleep:4500", &[]);
+    let api = Api::connect(&stack).await;
+    let ids = api.submit(&["LONG"], one_stage("long"), 10).await;
+    let wfs = api.wait_completed(&ids, Duration::from_secs(30)).await;
+    assert_eq!(wfs[0]["tasks"]["x"]["attempt"], 1, "{}", wfs[0]);
+    let events = task_events(&api.nats).await;
+    let beats = events.iter().filter(|e| e["status"] == "progress").count();
+    assert!(
+        beats >= 3,
+        "{beats} progress events in 4.5 s (every ack_wait/3)"
+    );
+}

@@ -26,6 +26,13 @@ use super::{Reporter, WorkerDeps};
 const ACQUIRE_BACKOFF_MIN: Duration = Duration::from_millis(5);
 const ACQUIRE_BACKOFF_MAX: Duration = Duration::from_millis(200);
 
+/// A task between `started` and its result.
+struct InFlight<'a> {
+    msg: &'a jetstream::Message,
+    task: &'a TaskDispatch,
+    started_at: chrono::DateTime<chrono::Utc>,
+}
+
 pub(super) struct Slot {
     pub(super) deps: WorkerDeps,
     pub(super) agent_type: String,
@@ -186,7 +193,12 @@ impl Slot {
         }
         // Keep the message alive while the handler runs (the keeper renews
         // the lease); stop the handler if the lease is lost.
-        let run = self.kept_alive_until(msg, keeper.lost(), self.run_paced(&task));
+        let flight = InFlight {
+            msg,
+            task: &task,
+            started_at,
+        };
+        let run = self.kept_alive_until(&flight, keeper.lost(), self.run_paced(&task));
         let Some(result) = run.await else {
             // The run was dropped: an exec: command's processes are killed,
             // an http: request dropped. Nothing is reported: the redelivered
@@ -208,7 +220,7 @@ impl Slot {
                             }
                         }
                     };
-                    self.kept_alive(msg, findings).await;
+                    self.kept_alive(&flight, findings).await;
                 }
                 for m in out.messages {
                     if let Err(e) = self.reporter.message(&m).await {
@@ -243,15 +255,15 @@ impl Slot {
         }
     }
 
-    /// Runs `work` while progress-acking `msg` (the lease is renewed by the
-    /// slot's keeper meanwhile).
+    /// Runs `work` while keeping the task alive (see [`Slot::beat`]; the
+    /// lease is renewed by the slot's keeper meanwhile).
     async fn kept_alive<T>(
         &self,
-        msg: &jetstream::Message,
+        flight: &InFlight<'_>,
         work: impl std::future::Future<Output = T>,
     ) -> T {
         let never = tokio_util::sync::CancellationToken::new();
-        match self.kept_alive_until(msg, &never, work).await {
+        match self.kept_alive_until(flight, &never, work).await {
             Some(r) => r,
             None => unreachable!("a token nobody cancels"),
         }
@@ -261,22 +273,38 @@ impl Slot {
     /// returned once `stop` fires, unless it finished first.
     async fn kept_alive_until<T>(
         &self,
-        msg: &jetstream::Message,
+        flight: &InFlight<'_>,
         stop: &tokio_util::sync::CancellationToken,
         work: impl std::future::Future<Output = T>,
     ) -> Option<T> {
-        let keepalive = (self.deps.config.worker.ack_wait / 3).max(Duration::from_millis(50));
+        let every = (self.deps.config.worker.ack_wait / 3).max(Duration::from_millis(50));
         tokio::pin!(work);
         loop {
             tokio::select! {
                 biased;
                 r = &mut work => break Some(r),
                 _ = stop.cancelled() => break None,
-                _ = tokio::time::sleep(keepalive) => {
-                    let _ = msg.ack_with(AckKind::Progress).await;
-                }
+                _ = tokio::time::sleep(every) => self.beat(flight).await,
             }
         }
+    }
+
+    /// Says the task is still running, every third of `ack_wait`: an
+    /// in-progress ack keeps JetStream from redelivering the message, and a
+    /// `progress` event keeps the coordinator from failing the attempt as
+    /// silent. The event goes out on its own task, so a slow NATS never
+    /// delays noticing a lost lease.
+    async fn beat(&self, flight: &InFlight<'_>) {
+        let _ = flight.msg.ack_with(AckKind::Progress).await;
+        let ev = self
+            .reporter
+            .event(flight.task, TaskStatus::Progress, flight.started_at);
+        let reporter = self.reporter.clone();
+        tokio::spawn(async move {
+            if let Err(e) = reporter.publish(&ev).await {
+                tracing::debug!(task_id = %ev.task_id, error = %e, "progress event not published");
+            }
+        });
     }
 
     /// Runs the handler; with `worker.pace` the task takes at least its
