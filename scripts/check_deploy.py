@@ -20,6 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "deploy" / "helm" / "caucus"
 COMPOSE_FILE = ROOT / "docker-compose.yml"
+NATS_CONF = ROOT / "deploy" / "config" / "nats-server.conf"
+NATS_HELM_VALUES = ROOT / "deploy" / "helm" / "nats-values.yaml"
 AGENT_TYPES = ["screening", "business", "financial", "strategy", "valuation", "report"]
 SERVICES = ["coordinator", "facilitator", "correlator"]
 BINARIES = ["caucus", "caucus-coordinator", "caucus-worker", "caucus-facilitator", "caucus-correlator"]
@@ -181,7 +183,25 @@ def check_compose(bin_dir: Path | None) -> None:
             fail(f"compose: {name} has no healthcheck")
     if not [f for f in failures if f.startswith("compose")]:
         ok(f"{len(expected)} caucus services: healthchecks, depends_on healthy, scalable workers")
+    check_compose_nats(services.get("nats") or {})
     check_compose_config(services, bin_dir)
+
+
+def check_compose_nats(nats: dict) -> None:
+    """The compose NATS runs with deploy/config/nats-server.conf (sync_interval: always)."""
+    cmd = nats.get("command") or []
+    conf = cmd[cmd.index("-c") + 1] if "-c" in cmd[:-1] else None
+    if conf is None:
+        fail(f"compose nats: not started with `-c <nats-server.conf>` (command {cmd})")
+        return
+    mounts = [
+        v for v in nats.get("volumes") or []
+        if v.get("target") == conf and Path(v.get("source", "")).resolve() == NATS_CONF.resolve()
+    ]
+    if not mounts:
+        fail(f"compose nats: {rel(NATS_CONF)} is not mounted at {conf}")
+        return
+    ok(f"compose nats runs with {rel(NATS_CONF)} mounted at {conf}")
 
 
 def check_compose_config(services: dict, bin_dir: Path | None) -> None:
@@ -222,6 +242,51 @@ def check_config_examples(bin_dir: Path | None) -> None:
         return
     for f in sorted((ROOT / "deploy" / "config").glob("*.toml")):
         dump_config(f"deploy/config/{f.name}", bin_dir, ["caucus-coordinator", "--config", str(f)], {})
+
+
+# ----------------------------------------------------------- NATS durability
+def nats_server_binary() -> str | None:
+    """CAUCUS_NATS_SERVER, then .caucus/servers.env (scripts/install-servers), then PATH."""
+    if os.environ.get("CAUCUS_NATS_SERVER"):
+        return os.environ["CAUCUS_NATS_SERVER"]
+    env_file = ROOT / ".caucus" / "servers.env"
+    if env_file.is_file():
+        for line in env_file.read_text().splitlines():
+            if line.startswith("CAUCUS_NATS_SERVER="):
+                return line.split("=", 1)[1].strip().strip('"')
+    return shutil.which("nats-server")
+
+
+def check_nats_durability() -> None:
+    section("NATS durability (JetStream sync_interval: always)")
+    import re
+
+    text = NATS_CONF.read_text()
+    block = re.search(r"(?ms)^jetstream\s*\{(.*?)^\}", text)
+    if not block or not re.search(r"(?m)^\s*sync_interval\s*:\s*\"?always\"?\s*$", block.group(1)):
+        fail(f"{rel(NATS_CONF)}: the jetstream block does not set `sync_interval: always`")
+    else:
+        ok(f"{rel(NATS_CONF)}: jetstream sync_interval: always")
+    bin_ = nats_server_binary()
+    if not bin_ or not Path(bin_).is_file():
+        skip(f"nats-server -t {rel(NATS_CONF)}", "no nats-server binary (scripts/install-servers)")
+    else:
+        r = run([bin_, "-c", str(NATS_CONF), "-t"])
+        if r.returncode != 0:
+            fail(f"nats-server -t rejects {rel(NATS_CONF)}:\n{r.stdout}{r.stderr}")
+        else:
+            ok(f"nats-server -t accepts {rel(NATS_CONF)}")
+    try:
+        import yaml
+    except ImportError:
+        skip(f"{rel(NATS_HELM_VALUES)} check", "PyYAML is not installed")
+        return
+    values = yaml.safe_load(NATS_HELM_VALUES.read_text()) or {}
+    js = (values.get("config") or {}).get("jetstream") or {}
+    if js.get("enabled") is not True or (js.get("merge") or {}).get("sync_interval") != "always":
+        fail(f"{rel(NATS_HELM_VALUES)}: config.jetstream must be enabled with merge.sync_interval: always")
+    else:
+        ok(f"{rel(NATS_HELM_VALUES)}: JetStream enabled, merge.sync_interval: always")
 
 
 # ---------------------------------------------------------------------- helm
@@ -431,6 +496,7 @@ def main() -> int:
     check_shell(args.tools_bin)
     check_dockerfile(args.tools_bin)
     check_compose(bin_dir)
+    check_nats_durability()
     check_config_examples(bin_dir)
     check_helm(args.out, args.tools_bin, bin_dir)
 
