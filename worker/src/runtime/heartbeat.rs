@@ -1,5 +1,8 @@
 //! Renews the worker's registration. It is also how the cluster recovers
-//! from a Redis that restarted empty: the next beat registers again.
+//! from a Redis that restarted empty: the next beat registers again (and
+//! re-sets the cap) within the recovery window the semaphore opens after a
+//! data loss, since `heartbeat_interval < lease_ttl`. Every call is bounded
+//! by the interval, so a Redis that stops answering never stalls the beat.
 
 use std::time::Duration;
 
@@ -24,11 +27,16 @@ pub(super) async fn run(
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        // The cap lives in Redis too: restore it if Redis lost its data.
+        // The cap lives in Redis too: restore it if Redis lost its data,
+        // before the registration brings the capacity back.
         if let Some(c) = cap {
-            let _ = sem.set_cap(Some(c)).await;
+            let _ = tokio::time::timeout(every, sem.set_cap(Some(c))).await;
         }
-        match sem.register_worker(&worker_id, slots, ttl).await {
+        let beat = tokio::time::timeout(every, sem.register_worker(&worker_id, slots, ttl))
+            .await
+            .map_err(|_| format!("Redis did not answer within {every:?}"))
+            .and_then(|r| r.map_err(|e| e.to_string()));
+        match beat {
             Ok(_) if failing => {
                 tracing::info!(agent_type = %sem.agent_type(), "registration restored");
                 failing = false;
