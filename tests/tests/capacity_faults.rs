@@ -42,6 +42,25 @@ fn peak_concurrency(events: &[Value]) -> usize {
     max as usize
 }
 
+/// Publishes `n` alpha dispatches of workflow `<name>` straight onto the
+/// work queue (the coordinator holds no such workflow and ignores their
+/// events).
+async fn publish_raw_dispatches(api: &Api, name: &str, n: usize) {
+    let js = async_nats::jetstream::new(api.nats.clone());
+    for i in 0..n {
+        let d = json!({"task_id": format!("{name}/x#{i}"), "workflow_id": name, "item": format!("{name}{i}"),
+                       "pipeline": name, "stage": "x", "agent_type": "alpha", "attempt": 1,
+                       "dispatched_at": Utc::now()});
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", format!("{name}/x#{i}@1").as_str());
+        js.publish_with_headers("caucus.tasks.alpha", headers, d.to_string().into())
+            .await
+            .expect("publish")
+            .await
+            .expect("stored");
+    }
+}
+
 /// Whether `pid` runs (a zombie waiting for its reaper does not).
 fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -175,7 +194,11 @@ async fn an_oversize_output_fails_its_task_permanently_and_others_complete() {
 
 /// Redis loses its data (FLUSHALL, twice) while workers run tasks: the
 /// running tasks re-register their leases before anybody gets a new one,
-/// so the cap of 2 holds throughout, and every task completes once.
+/// so the cap of 2 holds throughout, and every task completes once. Besides
+/// the coordinator's workflows (which it dispatches only up to capacity)
+/// the queue holds dispatches published straight onto the work queue, as a
+/// stale coordinator or an outside dispatcher would: idle slots always
+/// have work waiting, so only the workers' leases keep the cap.
 #[tokio::test(flavor = "multi_thread")]
 async fn flushall_under_running_workers_never_exceeds_capacity() {
     let stack = Stack::start();
@@ -188,6 +211,7 @@ async fn flushall_under_running_workers_never_exceeds_capacity() {
     let items: Vec<String> = (0..24).map(|i| format!("F{i}")).collect();
     let refs: Vec<&str> = items.iter().map(String::as_str).collect();
     let ids = api.submit(&refs, one_stage("flush"), 10).await;
+    publish_raw_dispatches(&api, "raw", 24).await;
     let completed = |n: usize| {
         let api = &api;
         async move {
@@ -204,6 +228,7 @@ async fn flushall_under_running_workers_never_exceeds_capacity() {
     eventually("12 completions", Duration::from_secs(30), || completed(12)).await;
     stack.redis.command("FLUSHALL");
     api.wait_completed(&ids, Duration::from_secs(60)).await;
+    eventually("48 completions", Duration::from_secs(60), || completed(48)).await;
 
     let events = task_events(&api.nats).await;
     let mut per_task: HashMap<String, usize> = HashMap::new();
@@ -212,7 +237,7 @@ async fn flushall_under_running_workers_never_exceeds_capacity() {
             .entry(e["task_id"].as_str().unwrap().to_string())
             .or_default() += 1;
     }
-    assert_eq!(per_task.len(), 24);
+    assert_eq!(per_task.len(), 48);
     assert!(per_task.values().all(|n| *n == 1), "{per_task:?}");
     // Every run completed (none was cancelled), so the completed events
     // cover every run and the peak is exact.
