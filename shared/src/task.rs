@@ -156,9 +156,19 @@ pub struct TaskEvent {
 }
 
 impl TaskEvent {
-    /// De-duplication id: one per task attempt and status.
+    /// De-duplication id: one per task attempt and status, and one per
+    /// heartbeat for `progress` (each says the attempt is still alive, so
+    /// none may be dropped as a duplicate of the one before).
     pub fn msg_id(&self) -> String {
-        format!("{}@{}:{}", self.task_id, self.attempt, self.status.as_str())
+        match self.status {
+            TaskStatus::Progress => format!(
+                "{}@{}:progress:{}",
+                self.task_id,
+                self.attempt,
+                self.at.timestamp_micros()
+            ),
+            s => format!("{}@{}:{}", self.task_id, self.attempt, s.as_str()),
+        }
     }
 }
 
