@@ -15,6 +15,7 @@ mod memory;
 mod planner;
 mod raw;
 mod scaleout;
+mod submit_load;
 mod support;
 mod throughput;
 
@@ -39,6 +40,8 @@ const PLANNER_ITEMS: usize = 10_000;
 /// In-flight workflows for the memory figure, and per submit request.
 const MEMORY_WORKFLOWS: usize = 10_000;
 const MEMORY_PER_REQUEST: usize = 1_000;
+/// Items of the large submit of scenario 7.
+const SUBMIT_ITEMS: usize = 10_000;
 
 fn verdict(ok: bool) -> &'static str {
     if ok {
@@ -88,6 +91,9 @@ async fn all() -> Result<()> {
     }
     if selected(5) {
         memory_per_workflow().await?;
+    }
+    if selected(7) {
+        dispatch_during_submit().await?;
     }
     println!(
         "\ntotal bench time {:.0} s",
@@ -220,5 +226,28 @@ async fn memory_per_workflow() -> Result<()> {
         m.per_workflow(),
         verdict(m.per_workflow() < 10_240.0)
     );
+    Ok(())
+}
+
+async fn dispatch_during_submit() -> Result<()> {
+    println!("\n[7] dispatch latency of running work during a {SUBMIT_ITEMS}-item submit (3-stage chains one after another, 1 worker, idle slots)");
+    let r = submit_load::run(SUBMIT_ITEMS).await?;
+    println!(
+        "  submit of {SUBMIT_ITEMS} items answered in {:.2} s ({} bytes); {} chains ran meanwhile",
+        r.submit_secs, r.reply_bytes, r.chains_during
+    );
+    for (phase, s) in [("alone ", &r.baseline), ("during", &r.during)] {
+        for (name, v) in [
+            ("ready -> dispatched", &s.ready_to_dispatched),
+            ("ready -> started   ", &s.ready_to_started),
+            ("dispatch -> started", &s.dispatch_to_started),
+        ] {
+            let (p50, p99, max) = latency::summary(v);
+            println!(
+                "  {phase} {name}: n={:>4}  p50 {p50:>7.3} ms  p99 {p99:>7.3} ms  max {max:>7.3} ms",
+                v.len()
+            );
+        }
+    }
     Ok(())
 }

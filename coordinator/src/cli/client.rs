@@ -46,6 +46,27 @@ impl Client {
         }
     }
 
+    /// [`Client::call`] waiting at least `timeout` for the answer (a large
+    /// `submit` takes longer than `nats.request_timeout`).
+    pub async fn call_waiting(
+        &self,
+        service: &str,
+        op: &str,
+        body: Value,
+        timeout: Duration,
+    ) -> Result<Value, ApiError> {
+        let timeout = timeout.max(self.timeout);
+        let deadline = std::time::Instant::now() + STANDBY_RETRY;
+        loop {
+            match api_request(&self.nats, &self.subjects, service, op, &body, timeout).await {
+                Err(e) if e.code == "standby" && std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                r => return r,
+            }
+        }
+    }
+
     /// Same, turning an API error into an `anyhow` error with its code.
     pub async fn call_ok(&self, service: &str, op: &str, body: Value) -> anyhow::Result<Value> {
         self.call(service, op, body)

@@ -66,8 +66,16 @@ pub enum Command {
     /// Submit items to a pipeline.
     Submit {
         /// Items (tickers).
-        #[arg(required = true)]
+        #[arg(required_unless_present = "items_file")]
         items: Vec<String>,
+        /// More items, one per line (`-`: stdin).
+        #[arg(long, value_name = "FILE")]
+        items_file: Option<PathBuf>,
+        /// Retrying with the same key returns the same workflows and
+        /// creates nothing (default: a new key per run, which also makes
+        /// the CLI's own retries after a time-out safe).
+        #[arg(long, value_name = "KEY")]
+        idempotency_key: Option<String>,
         #[command(flatten)]
         pipeline: PipelineArg,
         /// Wall time of one pipeline time unit, in ms.
@@ -80,6 +88,25 @@ pub enum Command {
         /// (no provisional decision of the workflow awaits review).
         #[arg(long)]
         auto_approve_gates: bool,
+    },
+    /// A submission's state and workflow ids, page by page (`--all`: every
+    /// page).
+    Submission {
+        /// Submission id (or `--key`).
+        #[arg(required_unless_present = "key")]
+        submission_id: Option<String>,
+        /// The idempotency key it was submitted with.
+        #[arg(long, conflicts_with = "submission_id")]
+        key: Option<String>,
+        /// First workflow (index) to list.
+        #[arg(long, default_value_t = 0)]
+        cursor: usize,
+        /// Ids per page (at most 10,000; default 1,000).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Every page.
+        #[arg(long)]
+        all: bool,
     },
     /// Workflow status.
     Status {
@@ -191,11 +218,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         } => plan::run(&client, items, &pipeline, &capacities, cli.json).await,
         Command::Submit {
             items,
+            items_file,
+            idempotency_key,
             pipeline,
             time_unit_ms,
             watch,
             auto_approve_gates,
         } => {
+            let items = submit::gather_items(items, items_file.as_deref())?;
             submit::run(
                 &client,
                 items,
@@ -204,10 +234,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                     time_unit_ms,
                     watch,
                     auto_approve_gates,
+                    idempotency_key,
                 },
                 cli.json,
             )
             .await
+        }
+        Command::Submission {
+            submission_id,
+            key,
+            cursor,
+            limit,
+            all,
+        } => {
+            let target = match (submission_id, key) {
+                (_, Some(k)) => submit::SubmissionTarget::Key(k),
+                (Some(id), None) => submit::SubmissionTarget::Id(id),
+                (None, None) => anyhow::bail!("name a submission id or --key"),
+            };
+            submit::submission(&client, target, cursor, limit, all, cli.json).await
         }
         Command::Gate(cmd) => gate::run(&client, cmd, cli.json).await,
         Command::Debates(a) => debates::list(&client, a, cli.json).await,

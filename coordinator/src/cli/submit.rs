@@ -13,7 +13,7 @@ use super::{Client, PipelineArg};
 const WATCH_EVERY: Duration = Duration::from_millis(250);
 
 /// How `caucus submit` submits.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Options {
     /// Wall time of one time unit.
     pub time_unit_ms: Option<u64>,
@@ -21,6 +21,75 @@ pub struct Options {
     pub watch: bool,
     /// Gates approve themselves when nothing needs review.
     pub auto_approve_gates: bool,
+    /// The submission's idempotency key (default: a new one per run, so
+    /// the CLI's own retries never submit twice).
+    pub idempotency_key: Option<String>,
+}
+
+/// Longest wait for one `submit` answer (100,000 items take seconds).
+const SUBMIT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Attempts of one submit that times out or meets a coordinator stepping
+/// down; safe because every attempt carries the same idempotency key.
+const SUBMIT_ATTEMPTS: u32 = 5;
+/// Workflows listed by `submit` before it refers to `caucus submission`.
+const LISTED: usize = 50;
+
+/// Items from the command line, then from `file` (one per line, blank
+/// lines and `#` comments skipped; `-` reads stdin).
+pub fn gather_items(
+    mut items: Vec<String>,
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<Vec<String>> {
+    if let Some(f) = file {
+        let text = if f.as_os_str() == "-" {
+            std::io::read_to_string(std::io::stdin())?
+        } else {
+            std::fs::read_to_string(f)
+                .map_err(|e| anyhow::anyhow!("items file {}: {e}", f.display()))?
+        };
+        items.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(String::from),
+        );
+    }
+    if items.is_empty() {
+        anyhow::bail!("name at least one item (arguments or --items-file)");
+    }
+    Ok(items)
+}
+
+/// Sends `body` to `coordinator.submit`, again with the same body (and so
+/// the same idempotency key) after a time-out or a coordinator that
+/// stepped down or failed to store part of it.
+async fn submit_retrying(client: &Client, body: Value) -> anyhow::Result<Value> {
+    let mut attempt = 1;
+    loop {
+        match client
+            .call_waiting("coordinator", "submit", body.clone(), SUBMIT_TIMEOUT)
+            .await
+        {
+            Ok(v) => return Ok(v),
+            Err(e)
+                if attempt < SUBMIT_ATTEMPTS
+                    && matches!(
+                        e.code.as_str(),
+                        "timeout" | "unavailable" | "store_failed" | "no_responders"
+                    ) =>
+            {
+                eprintln!(
+                    "submit: {} ({}); retrying with the same idempotency key ({attempt}/{})",
+                    e.message,
+                    e.code,
+                    SUBMIT_ATTEMPTS - 1
+                );
+                tokio::time::sleep(Duration::from_millis(500 * u64::from(attempt))).await;
+                attempt += 1;
+            }
+            Err(e) => anyhow::bail!("coordinator.submit: {} ({})", e.message, e.code),
+        }
+    }
 }
 
 pub async fn run(
@@ -31,14 +100,19 @@ pub async fn run(
     as_json: bool,
 ) -> anyhow::Result<i32> {
     let watch = opts.watch;
-    let mut body = json!({"items": items, "pipeline": pipeline_value(pipeline)?});
+    let key = opts
+        .idempotency_key
+        .clone()
+        .unwrap_or_else(|| format!("cli-{}", uuid::Uuid::new_v4()));
+    let mut body = json!({"items": items, "pipeline": pipeline_value(pipeline)?,
+                          "idempotency_key": key});
     if let Some(u) = opts.time_unit_ms {
         body["time_unit_ms"] = json!(u);
     }
     if opts.auto_approve_gates {
         body["auto_approve_gates"] = json!(true);
     }
-    let reply = client.call_ok("coordinator", "submit", body).await?;
+    let reply = submit_retrying(client, body).await?;
     let ids: Vec<String> = reply["workflow_ids"]
         .as_array()
         .map(|a| {
@@ -47,26 +121,23 @@ pub async fn run(
                 .collect()
         })
         .unwrap_or_default();
+    let count = reply["count"].as_u64().unwrap_or(ids.len() as u64) as usize;
     if as_json && !watch {
         println!("{}", serde_json::to_string_pretty(&reply)?);
         return Ok(0);
     }
     if !as_json {
-        println!(
-            "submitted {} workflow(s) to {}",
-            ids.len(),
-            reply["pipeline"].as_str().unwrap_or("?")
-        );
-        for w in reply["workflows"].as_array().into_iter().flatten() {
-            println!(
-                "  {:<8} {}",
-                w["item"].as_str().unwrap_or("?"),
-                w["workflow_id"].as_str().unwrap_or("?")
-            );
-        }
+        print_submitted(&reply, count);
     }
     if !watch {
         return Ok(0);
+    }
+    if ids.len() < count {
+        eprintln!(
+            "watching the first {} of {count} workflows (the rest: caucus submission {} --all)",
+            ids.len(),
+            reply["submission_id"].as_str().unwrap_or("?")
+        );
     }
     let fin = watch_until_done(client, &ids, !as_json).await?;
     if as_json {
@@ -81,6 +152,114 @@ pub async fn run(
         })
         .unwrap_or(0);
     Ok(if failed > 0 { 1 } else { 0 })
+}
+
+/// The summary of a `submit` reply: the submission, and up to [`LISTED`]
+/// workflows.
+fn print_submitted(reply: &Value, count: usize) {
+    let sub = reply["submission_id"].as_str().unwrap_or("?");
+    let verb = if reply["replayed"] == true {
+        "already submitted (nothing new created):"
+    } else {
+        "submitted"
+    };
+    println!(
+        "{verb} {count} workflow(s) to {}",
+        reply["pipeline"].as_str().unwrap_or("?")
+    );
+    print!("  submission {sub}");
+    if let Some(k) = reply["idempotency_key"].as_str() {
+        print!("  idempotency key {k}");
+    }
+    println!();
+    let existing = reply["existing"].as_u64().unwrap_or(0);
+    if existing > 0 {
+        println!("  {existing} workflow(s) were stored by an earlier attempt and kept");
+    }
+    let listed: Vec<&Value> = reply["workflows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .collect();
+    for w in listed.iter().take(LISTED) {
+        println!(
+            "  {:<8} {}",
+            w["item"].as_str().unwrap_or("?"),
+            w["workflow_id"].as_str().unwrap_or("?")
+        );
+    }
+    if count > LISTED.min(listed.len()) {
+        println!(
+            "  … {} more: caucus submission {sub} --all",
+            count - LISTED.min(listed.len())
+        );
+    }
+}
+
+/// `caucus submission`: a submission's state and its workflow ids, one
+/// page (`--cursor`, `--limit`) or all of them (`--all`).
+pub async fn submission(
+    client: &Client,
+    target: SubmissionTarget,
+    cursor: usize,
+    limit: Option<usize>,
+    all: bool,
+    as_json: bool,
+) -> anyhow::Result<i32> {
+    let mut body = match &target {
+        SubmissionTarget::Id(id) => json!({"submission_id": id}),
+        SubmissionTarget::Key(k) => json!({"idempotency_key": k}),
+    };
+    if let Some(l) = limit {
+        body["limit"] = json!(l);
+    }
+    let mut cursor = Some(cursor);
+    let mut first = true;
+    while let Some(c) = cursor {
+        body["cursor"] = json!(c);
+        let page = client
+            .call_ok("coordinator", "submission", body.clone())
+            .await?;
+        if as_json {
+            println!("{}", serde_json::to_string(&page)?);
+        } else {
+            if first {
+                println!(
+                    "submission {}  {}  {} workflow(s), {} stored, pipeline {}{}",
+                    page["submission_id"].as_str().unwrap_or("?"),
+                    page["state"].as_str().unwrap_or("?"),
+                    page["count"],
+                    page["stored"],
+                    page["pipeline"].as_str().unwrap_or("?"),
+                    page["idempotency_key"]
+                        .as_str()
+                        .map(|k| format!(", idempotency key {k}"))
+                        .unwrap_or_default()
+                );
+            }
+            for id in page["workflow_ids"].as_array().into_iter().flatten() {
+                println!("{}", id.as_str().unwrap_or("?"));
+            }
+        }
+        first = false;
+        cursor = page["next_cursor"].as_u64().map(|n| n as usize);
+        if !all {
+            if let (Some(n), false) = (cursor, as_json) {
+                println!("next page: --cursor {n}");
+            }
+            break;
+        }
+    }
+    Ok(0)
+}
+
+/// Which submission `caucus submission` shows.
+#[derive(Debug, Clone)]
+pub enum SubmissionTarget {
+    /// By id.
+    Id(String),
+    /// By the idempotency key it was submitted with.
+    Key(String),
 }
 
 /// Polls status until every workflow in `ids` completed or failed, drawing

@@ -12,6 +12,11 @@ use caucus_shared::subjects::encode_token;
 
 use super::pipelines::{resolve, stages_of};
 use super::scheduler::{ask, AskError, Command, SchedulerHandle, StatusFilter};
+use super::submissions::{
+    check_key, chunks, fingerprint, new_submission_id, submission_id_for_key, summary, workflow_id,
+    SubmissionRecord, SubmissionState, Submissions, SubmitOp, SUBMISSION_SCHEMA_VERSION,
+    SUMMARY_IDS,
+};
 use crate::planner;
 use crate::workflow::{instantiate, LevelReviewMode, LevelReviewPolicy, WorkflowRecord};
 
@@ -32,6 +37,10 @@ struct SubmitRequest {
     /// Human gates approve themselves when nothing needs review.
     #[serde(default)]
     auto_approve_gates: bool,
+    /// A retry with the same key returns the same workflows and creates
+    /// nothing new (see `submissions`).
+    #[serde(default)]
+    idempotency_key: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -68,65 +77,227 @@ fn check_items(items: &[String]) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// `coordinator.submit`: `{items, pipeline, time_unit_ms?}` → workflow ids.
-/// `review_defaults` are `coordinator.level_review_mode` / `_agent`.
+/// What `submit` needs besides the request.
+#[derive(Clone)]
+pub struct SubmitSettings {
+    /// `coordinator.time_unit`.
+    pub default_unit: Duration,
+    /// `coordinator.level_review_mode` / `_agent`.
+    pub review_defaults: (LevelReviewMode, String),
+    /// The research rules' settings.
+    pub research: crate::research::ResearchSettings,
+    /// `coordinator.submit_chunk`.
+    pub chunk: usize,
+}
+
+/// `coordinator.submit`: `{items, pipeline, time_unit_ms?, auto_approve_gates?,
+/// idempotency_key?}` → the submission's summary with the first
+/// [`SUMMARY_IDS`] workflow ids (the rest: `coordinator.submission`).
+///
+/// Workflow records are stored here, in steps of `settings.chunk`, and
+/// each step is handed to the scheduler in one command, so the scheduler
+/// goes on dispatching between steps. A keyed submission found complete is
+/// answered from its record; one found half-created is finished.
 pub async fn submit(
     body: Value,
     scheduler: impl FnOnce() -> Result<SchedulerHandle, ApiError>,
     clock: SharedClock,
-    default_unit: Duration,
-    review_defaults: (LevelReviewMode, String),
-    research: crate::research::ResearchSettings,
+    settings: SubmitSettings,
+    subs: Submissions,
 ) -> Result<Value, ApiError> {
     let req: SubmitRequest = parse(body)?;
     check_items(&req.items)?;
+    if let Some(k) = &req.idempotency_key {
+        check_key(k)?;
+    }
     let spec = resolve(&req.pipeline)?;
     // One shared stage list for every workflow of this submission.
     let stages = std::sync::Arc::new(stages_of(&spec)?);
     let review = LevelReviewPolicy::resolve(
         spec.level_review.as_ref(),
         &spec.capacities,
-        review_defaults.0,
-        &review_defaults.1,
+        settings.review_defaults.0,
+        &settings.review_defaults.1,
     )
     .map_err(|e| ApiError::new("invalid_pipeline", e))?;
     let scheduler = scheduler()?;
     let unit_ms = req
         .time_unit_ms
-        .unwrap_or(default_unit.as_millis() as u64)
+        .unwrap_or(settings.default_unit.as_millis() as u64)
         .max(1);
+    let print = fingerprint(&req.items, &req.pipeline, unit_ms, req.auto_approve_gates);
+    let submission_id = match &req.idempotency_key {
+        Some(k) => submission_id_for_key(k),
+        None => new_submission_id(),
+    };
+    let _running = subs.lock(&submission_id).await;
     let now = clock.now();
-    let records: Vec<WorkflowRecord> = req
-        .items
-        .iter()
-        .map(|item| {
-            let mut rec = instantiate(
-                uuid::Uuid::now_v7().to_string(),
-                item.clone(),
-                spec.name.clone(),
-                stages.clone(),
-                unit_ms,
-                now,
-            )
-            .with_level_review(review.clone());
-            rec.auto_approve_gates = req.auto_approve_gates;
-            crate::research::attach(&mut rec, spec.timeout, &research, now)
-                .map_err(|e| ApiError::new("invalid_pipeline", e.to_string()))?;
-            Ok(rec)
+    let fresh = SubmissionRecord {
+        schema_version: SUBMISSION_SCHEMA_VERSION,
+        submission_id: submission_id.clone(),
+        idempotency_key: req.idempotency_key.clone(),
+        fingerprint: print.clone(),
+        pipeline: spec.name.clone(),
+        count: req.items.len(),
+        created: 0,
+        state: SubmissionState::Creating,
+        created_at: now,
+        updated_at: now,
+    };
+    let mut sub = match subs.create(&fresh).await? {
+        Some(_) => fresh,
+        // Stored before: a retry (or one racing it on another instance).
+        None => match subs.get(&submission_id).await? {
+            Some((found, _)) => found,
+            None => {
+                return Err(ApiError::new(
+                    "store_failed",
+                    format!("submission {submission_id} exists and cannot be read; retry"),
+                ))
+            }
+        },
+    };
+    if sub.fingerprint != print {
+        return Err(ApiError::new(
+            "idempotency_conflict",
+            format!(
+                "idempotency key `{}` was used for another request (submission {}, {} item(s), pipeline {}); use a new key",
+                req.idempotency_key.as_deref().unwrap_or_default(),
+                sub.submission_id,
+                sub.count,
+                sub.pipeline
+            ),
+        ));
+    }
+    let replayed = sub.state == SubmissionState::Complete;
+    let (mut created, mut existing) = (0usize, 0usize);
+    if !replayed {
+        let mut grant = ask(&scheduler, |reply| Command::Submit {
+            op: SubmitOp::Begin,
+            reply,
         })
-        .collect::<Result<_, ApiError>>()?;
-    let pairs: Vec<Value> = records
-        .iter()
-        .map(|r| json!({"workflow_id": r.workflow_id, "item": r.item}))
-        .collect();
-    let ids = ask(&scheduler, |reply| Command::Submit { records, reply })
         .await?
         .map_err(|e| ApiError::new("store_failed", e))?;
-    Ok(json!({
-        "pipeline": spec.name,
-        "workflow_ids": ids,
-        "workflows": pairs,
-    }))
+        for range in chunks(sub.created, sub.count, settings.chunk) {
+            let mut records = Vec::with_capacity(range.len());
+            for i in range.clone() {
+                let mut rec = instantiate(
+                    workflow_id(&submission_id, i),
+                    req.items[i].clone(),
+                    spec.name.clone(),
+                    stages.clone(),
+                    unit_ms,
+                    sub.created_at,
+                )
+                .with_level_review(review.clone());
+                rec.auto_approve_gates = req.auto_approve_gates;
+                rec.epoch = grant.epoch;
+                crate::research::attach(&mut rec, spec.timeout, &settings.research, clock.now())
+                    .map_err(|e| ApiError::new("invalid_pipeline", e.to_string()))?;
+                records.push(rec);
+            }
+            let step = Submissions::store_workflows(&grant.store, records).await;
+            created += step.created;
+            existing += step.existing;
+            let stored = step.records.len();
+            let adopted = ask(&scheduler, |reply| Command::Submit {
+                op: SubmitOp::Adopt(step.records),
+                reply,
+            })
+            .await;
+            let failure = match (&adopted, step.error) {
+                (Ok(Ok(_)), None) => None,
+                (Ok(Ok(_)), Some(e)) => Some(e),
+                (Ok(Err(e)), _) => Some(e.clone()),
+                (Err(e), _) => Some(ApiError::from(*e).message),
+            };
+            if let Some(e) = failure {
+                let held = if matches!(adopted, Ok(Ok(_))) {
+                    stored
+                } else {
+                    0
+                };
+                tracing::error!(submission_id = %submission_id, error = %e, "submission stopped half-way");
+                return Err(ApiError::new(
+                    "store_failed",
+                    format!(
+                        "submission {submission_id}: {} of {} workflows stored and running ({e}); {}",
+                        sub.created + held,
+                        sub.count,
+                        if req.idempotency_key.is_some() {
+                            "retry with the same idempotency_key to finish it"
+                        } else {
+                            "submit with an idempotency_key to make retries safe"
+                        }
+                    ),
+                ));
+            }
+            if let Ok(Ok(g)) = adopted {
+                grant = g;
+            }
+            sub.created = range.end;
+            sub.updated_at = clock.now();
+            if range.end < sub.count {
+                // Progress, so a retry after a crash starts here; losing
+                // it costs only re-reading records that exist.
+                if let Err(e) = subs.put(&sub).await {
+                    tracing::warn!(submission_id = %submission_id, error = %e, "submission progress not stored");
+                }
+            }
+        }
+        sub.state = SubmissionState::Complete;
+        sub.updated_at = clock.now();
+        subs.put(&sub).await?;
+    }
+    let first = SUMMARY_IDS.min(sub.count);
+    let mut reply = summary(&sub, 0..first);
+    let pairs: Vec<Value> = reply["workflow_ids"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .zip(&req.items)
+        .map(|(id, item)| json!({"workflow_id": id, "item": item}))
+        .collect();
+    let m = reply.as_object_mut().expect("object");
+    m.insert("workflows".into(), json!(pairs));
+    m.insert("created".into(), json!(created));
+    m.insert("existing".into(), json!(existing));
+    m.insert("replayed".into(), json!(replayed));
+    Ok(reply)
+}
+
+/// Registers `submit` (the leader answers) and `submission` (any
+/// instance answers: it reads KV).
+pub fn submit_routes(svc: &mut caucus_shared::service::Service, slot: super::SharedScheduler) {
+    let ctx = svc.context().clone();
+    let cfg = &ctx.config.coordinator;
+    let settings = SubmitSettings {
+        default_unit: cfg.time_unit,
+        review_defaults: (cfg.level_review_mode, cfg.level_review_agent.clone()),
+        research: cfg.into(),
+        chunk: cfg.submit_chunk,
+    };
+    let subs = Submissions::new(
+        ctx.js.clone(),
+        ctx.subjects.clone(),
+        cfg.submission_ttl,
+        ctx.config.nats.replicas,
+    );
+    {
+        let subs = subs.clone();
+        let clock = ctx.clock.clone();
+        svc.route("submit", move |body| {
+            let slot = slot.clone();
+            let clock = clock.clone();
+            let settings = settings.clone();
+            let subs = subs.clone();
+            async move { submit(body, || super::leader_only(&slot), clock, settings, subs).await }
+        });
+    }
+    svc.route("submission", move |body| {
+        let subs = subs.clone();
+        async move { super::submissions::page(body, &subs).await }
+    });
 }
 
 /// `coordinator.status`: `{ids?, states?, tasks?}`.

@@ -20,6 +20,7 @@ pub(crate) mod publish;
 pub mod resolutions;
 pub mod scheduler;
 pub mod store;
+pub mod submissions;
 pub mod undeliverable;
 
 use std::collections::HashMap;
@@ -317,24 +318,8 @@ fn leader_only(slot: &SharedScheduler) -> Result<SchedulerHandle, caucus_shared:
 /// Registers the coordinator's API routes on `svc`.
 pub fn routes(svc: &mut caucus_shared::service::Service, slot: SharedScheduler) {
     let ctx = svc.context().clone();
-    let unit = ctx.config.coordinator.time_unit;
-    let review_defaults = (
-        ctx.config.coordinator.level_review_mode,
-        ctx.config.coordinator.level_review_agent.clone(),
-    );
-    let research: crate::research::ResearchSettings = (&ctx.config.coordinator).into();
-    {
-        let slot = slot.clone();
-        let clock = ctx.clock.clone();
-        svc.route("submit", move |body| {
-            let slot = slot.clone();
-            let clock = clock.clone();
-            let review = review_defaults.clone();
-            async move {
-                api::submit(body, || leader_only(&slot), clock, unit, review, research).await
-            }
-        });
-    }
+    // `submit` and `submission` (runtime/submissions.rs).
+    api::submit_routes(svc, slot.clone());
     {
         let js = ctx.js.clone();
         let bucket = ctx.subjects.bucket(WORKFLOWS_BUCKET);

@@ -49,12 +49,14 @@ pub struct StatusFilter {
 
 /// Requests to the scheduler.
 pub enum Command {
-    /// New workflows (already validated).
+    /// One step of a submission (see `runtime::submissions`): may records
+    /// be created now, or take over records the API stored.
     Submit {
-        /// Fresh records.
-        records: Vec<WorkflowRecord>,
-        /// Their ids, or why they could not be stored.
-        reply: oneshot::Sender<Result<Vec<String>, String>>,
+        /// The step.
+        op: super::submissions::SubmitOp,
+        /// The epoch and store for the next records, or why this
+        /// coordinator may not take them.
+        reply: oneshot::Sender<Result<super::submissions::SubmitGrant, String>>,
     },
     /// A batch of task events with the messages to ack once persisted.
     Events(Vec<(TaskEvent, jetstream::Message)>),
@@ -319,8 +321,8 @@ impl Scheduler {
 
     async fn handle(&mut self, cmd: Command) {
         match cmd {
-            Command::Submit { records, reply } => {
-                let res = self.submit(records).await;
+            Command::Submit { op, reply } => {
+                let res = self.submit(op);
                 let _ = reply.send(res);
             }
             Command::Events(batch) => {
@@ -612,40 +614,36 @@ impl Scheduler {
         }
     }
 
-    async fn submit(&mut self, mut records: Vec<WorkflowRecord>) -> Result<Vec<String>, String> {
+    /// A step of a submission. The records were stored by the API (off
+    /// this loop) stamped with the epoch this answered before; taking them
+    /// over is in memory only, so a large submission, handed over in
+    /// steps, never holds up dispatching. A record this scheduler already
+    /// holds (a retry racing the first attempt) is left as it is.
+    fn submit(
+        &mut self,
+        op: super::submissions::SubmitOp,
+    ) -> Result<super::submissions::SubmitGrant, String> {
         if !self.may_act() {
             return Err(
                 "this coordinator's leader lease ran out; retry: another instance takes over"
                     .into(),
             );
         }
-        let epoch = self.epoch();
-        for r in &mut records {
-            r.epoch = epoch;
-        }
-        let results = join_all(records.iter().map(|r| self.store.create(r))).await;
-        let mut ids = Vec::with_capacity(records.len());
-        let mut first_err = None;
-        for (rec, res) in records.into_iter().zip(results) {
-            match res {
-                Ok(rev) => {
-                    ids.push(rec.workflow_id.clone());
-                    self.revisions.insert(rec.workflow_id.clone(), rev);
-                    self.engine.insert(rec);
+        if let super::submissions::SubmitOp::Adopt(records) = op {
+            for (rec, rev) in records {
+                if self.engine.get(&rec.workflow_id).is_some() {
+                    continue;
                 }
-                Err(e) => {
-                    first_err.get_or_insert(e.to_string());
-                }
+                let id = rec.workflow_id.clone();
+                self.revisions.insert(id.clone(), rev);
+                self.engine.insert(rec);
+                self.hear_in_flight(&id);
             }
         }
-        match first_err {
-            Some(e) if ids.is_empty() => Err(e),
-            Some(e) => {
-                tracing::error!(error = %e, stored = ids.len(), "some workflows could not be stored");
-                Ok(ids)
-            }
-            None => Ok(ids),
-        }
+        Ok(super::submissions::SubmitGrant {
+            epoch: self.epoch(),
+            store: self.store.clone(),
+        })
     }
 
     /// Sends an event that must not be applied to the DLQ, then acks it;

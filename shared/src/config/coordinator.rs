@@ -70,6 +70,15 @@ pub struct CoordinatorConfig {
     /// Period of a research run's progress checkpoints (seed 004: 3 min).
     #[serde(with = "humantime_serde")]
     pub research_checkpoint_interval: Duration,
+    /// How long a submission (idempotency key -> workflow ids) is kept in
+    /// the `submissions` KV bucket: a retry with the same key within this
+    /// returns the same workflow ids and creates nothing.
+    #[serde(with = "humantime_serde")]
+    pub submission_ttl: Duration,
+    /// Workflow records a submit creates per step; the scheduler takes each
+    /// step over between its dispatch rounds, so a large submit never
+    /// stalls running work.
+    pub submit_chunk: usize,
 }
 
 /// When the coordinator reviews a completed dependency level before the
@@ -197,6 +206,12 @@ impl CoordinatorConfig {
                 self.batch_failure_ratio
             ));
         }
+        if self.submit_chunk == 0 {
+            return Err("coordinator.submit_chunk must be at least 1".into());
+        }
+        if self.submission_ttl.is_zero() {
+            return Err("coordinator.submission_ttl must be above 0".into());
+        }
         if self.research_max_streams == 0 {
             return Err("coordinator.research_max_streams must be at least 1".into());
         }
@@ -251,6 +266,8 @@ impl Default for CoordinatorConfig {
             research_checkpoint_interval: Duration::from_secs(180),
             level_review_mode: LevelReviewMode::Conflicts,
             level_review_agent: "reviewer".into(),
+            submission_ttl: day,
+            submit_chunk: 500,
         }
     }
 }
@@ -351,5 +368,32 @@ mod tests {
             ..CoordinatorConfig::default()
         };
         assert!(c.validate().unwrap_err().contains("level_review_agent"));
+    }
+
+    #[test]
+    fn submission_keys_load_and_are_checked() {
+        let d = CoordinatorConfig::default();
+        assert_eq!(d.submission_ttl, Duration::from_secs(24 * 3600));
+        assert_eq!(d.submit_chunk, 500);
+        let c = ConfigLoader::new()
+            .env(vec![
+                (
+                    "CAUCUS_COORDINATOR_SUBMISSION_TTL".to_string(),
+                    "2h".to_string(),
+                ),
+                (
+                    "CAUCUS_COORDINATOR_SUBMIT_CHUNK".to_string(),
+                    "100".to_string(),
+                ),
+            ])
+            .load()
+            .unwrap();
+        assert_eq!(c.coordinator.submission_ttl, Duration::from_secs(7200));
+        assert_eq!(c.coordinator.submit_chunk, 100);
+        let c = CoordinatorConfig {
+            submit_chunk: 0,
+            ..CoordinatorConfig::default()
+        };
+        assert!(c.validate().unwrap_err().contains("submit_chunk"));
     }
 }
