@@ -132,6 +132,7 @@ impl WorkflowRecord {
             .zip(items["items_total"].as_u64())
             .map(|(d, n)| format!("{d}/{n} items"));
         t.output = Some(output);
+        t.output_key = None;
         let gate_min = self.discovery_min_sources();
         let Some(r) = self.research.as_mut() else {
             return;

@@ -47,8 +47,22 @@ pub async fn run(
     scheduler: SchedulerHandle,
     shutdown: CancellationToken,
 ) {
+    // Short pull requests: a coordinator frozen (SIGSTOP, a stall) with a
+    // request open keeps receiving events until the request expires, each
+    // then waiting `ack_wait` for redelivery. The library's default (200
+    // messages, 30 s) let a frozen standby-to-be hold events long enough
+    // for the new leader to take their tasks for silent.
+    let ack_wait = consumer.cached_info().config.ack_wait;
+    let expires = (ack_wait / 2).clamp(Duration::from_secs(1), Duration::from_secs(5));
     loop {
-        let mut messages = match consumer.messages().await {
+        let pull = consumer
+            .stream()
+            .max_messages_per_batch(batch.max(1))
+            .expires(expires)
+            .heartbeat(expires / 2)
+            .messages()
+            .await;
+        let mut messages = match pull {
             Ok(m) => m.ready_chunks(batch.max(1)),
             Err(e) => {
                 tracing::warn!(error = %e, "event consumer unavailable; retrying");

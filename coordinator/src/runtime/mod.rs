@@ -40,8 +40,7 @@ use caucus_shared::subjects::Subjects;
 use scheduler::{Capacities, Scheduler, SchedulerHandle};
 use store::WorkflowStore;
 
-/// KV bucket of workflow records.
-pub const WORKFLOWS_BUCKET: &str = "workflows";
+pub use store::WORKFLOWS_BUCKET;
 
 /// Everything the coordinator needs.
 #[derive(Clone)]
@@ -75,17 +74,14 @@ pub type SharedScheduler = Arc<RwLock<Option<SchedulerHandle>>>;
 
 /// Opens the workflow store.
 pub async fn open_store(deps: &CoordinatorDeps) -> Result<WorkflowStore, CoordinatorError> {
-    let kv = ensure_kv(
+    WorkflowStore::open(
         &deps.js,
         &deps.subjects,
-        WORKFLOWS_BUCKET,
-        1,
-        std::time::Duration::ZERO,
         deps.config.nats.replicas,
+        deps.config.coordinator.retain_history,
     )
     .await
-    .map_err(|e| CoordinatorError::Setup(e.to_string()))?;
-    Ok(WorkflowStore::new(kv))
+    .map_err(|e| CoordinatorError::Setup(e.to_string()))
 }
 
 async fn open_kv(
@@ -200,6 +196,9 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
                 if !held.raise_above(&lock, max_epoch).await {
                     let _ = tokio::join!(keeper, stop);
                     continue;
+                }
+                if let Err(e) = store.note_epoch(held.epoch()).await {
+                    tracing::warn!(error = %e, "cannot note this tenure's epoch in the index");
                 }
                 tracing::info!(
                     workflows = n,
@@ -322,18 +321,18 @@ pub fn routes(svc: &mut caucus_shared::service::Service, slot: SharedScheduler) 
     api::submit_routes(svc, slot.clone());
     {
         let js = ctx.js.clone();
-        let bucket = ctx.subjects.bucket(WORKFLOWS_BUCKET);
+        let subjects = ctx.subjects.clone();
+        let retain = ctx.config.coordinator.retain_history;
         svc.route("audit", move |body| {
             let js = js.clone();
-            let bucket = bucket.clone();
+            let subjects = subjects.clone();
             async move {
-                let kv = js.get_key_value(&bucket).await.map_err(|e| {
-                    caucus_shared::nats::ApiError::new(
-                        "unavailable",
-                        format!("bucket {bucket}: {e}"),
-                    )
-                })?;
-                crate::research::runtime::audit(body, WorkflowStore::new(kv)).await
+                let store = WorkflowStore::attach(&js, &subjects, retain)
+                    .await
+                    .map_err(|e| {
+                        caucus_shared::nats::ApiError::new("unavailable", e.to_string())
+                    })?;
+                crate::research::runtime::audit(body, store).await
             }
         });
     }

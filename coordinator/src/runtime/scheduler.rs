@@ -152,6 +152,13 @@ pub struct Scheduler {
     /// How long an in-flight task may stay silent before its attempt is
     /// failed and retried (the workers' `ack_wait + lease_ttl`).
     silence: Duration,
+    /// Outputs too large for the record, by workflow: written to the
+    /// outputs bucket before the record that points at them.
+    unsaved_outputs: HashMap<String, Vec<(String, bytes::Bytes)>>,
+    /// Workflows read back from KV on demand (finished ones, for a re-run
+    /// or a gate): their index entry is written again before a write that
+    /// leaves them unfinished.
+    unindexed: HashSet<String>,
 }
 
 impl Scheduler {
@@ -186,6 +193,8 @@ impl Scheduler {
             lease: None,
             heard: HashMap::new(),
             silence: Duration::from_secs(40),
+            unsaved_outputs: HashMap::new(),
+            unindexed: HashSet::new(),
         }
     }
 
@@ -267,15 +276,10 @@ impl Scheduler {
     /// Returns how many, and the highest fencing epoch found in any record
     /// (the floor this tenure's epoch must be above).
     pub async fn load(&mut self) -> Result<(usize, u64), StoreError> {
-        let all = self.store.load_all().await?;
+        let (all, max_epoch) = self.store.load_unfinished().await?;
         let mut n = 0;
-        let mut max_epoch = 0;
         let mut stage_lists = crate::workflow::StageLists::default();
         for (mut rec, rev) in all {
-            max_epoch = max_epoch.max(rec.epoch);
-            if rec.state.is_terminal() {
-                continue;
-            }
             // Workflows read back from KV share equal stage lists again,
             // as they did when they were submitted together.
             rec.stages = stage_lists.intern(&rec.pipeline, rec.stages);
@@ -355,6 +359,11 @@ impl Scheduler {
                         continue;
                     }
                     let outcome = self.engine.apply_event(&ev, now);
+                    if matches!(outcome, Some(EventOutcome::Completed { .. }))
+                        && msg.payload.len() > self.cfg.inline_output_bytes
+                    {
+                        self.spill_output(&ev);
+                    }
                     match &outcome {
                         Some(EventOutcome::Started) => {
                             self.heard.insert(ev.task_id.clone(), now);
@@ -532,6 +541,9 @@ impl Scheduler {
         }
         if let Ok(Some((rec, rev))) = self.store.get(id).await {
             self.revisions.insert(id.to_string(), rev);
+            if rec.state.is_terminal() {
+                self.unindexed.insert(id.to_string());
+            }
             self.engine.insert(rec);
             self.hear_in_flight(id);
         }
@@ -644,6 +656,32 @@ impl Scheduler {
             epoch: self.epoch(),
             store: self.store.clone(),
         })
+    }
+
+    /// Moves a just-recorded output that is over `inline_output_bytes` out
+    /// of the record: it is written to the outputs bucket ahead of the
+    /// record, which keeps only its key.
+    fn spill_output(&mut self, ev: &TaskEvent) {
+        let Some(rec) = self.engine.get_mut(&ev.workflow_id) else {
+            return;
+        };
+        let Some(key) = ev.task_id.strip_prefix(&format!("{}/", ev.workflow_id)) else {
+            return;
+        };
+        let Some(t) = rec.tasks.get_mut(key) else {
+            return;
+        };
+        let Some(out) = &t.output else { return };
+        let body = serde_json::to_vec(out).expect("outputs serialise");
+        if body.len() <= self.cfg.inline_output_bytes {
+            return;
+        }
+        let okey = super::store::output_key(&ev.task_id, t.attempt);
+        t.output_key = Some(okey.clone());
+        self.unsaved_outputs
+            .entry(ev.workflow_id.clone())
+            .or_default()
+            .push((okey, body.into()));
     }
 
     /// Sends an event that must not be applied to the DLQ, then acks it;
@@ -948,6 +986,40 @@ impl Scheduler {
         }
         let ids: Vec<String> = self.dirty.drain().collect();
         let epoch = self.epoch();
+        let mut retry: HashSet<String> = HashSet::new();
+        // What must be stored before the record can be: its large outputs
+        // and, for a finished workflow brought back unfinished, its index
+        // entry. A workflow whose prerequisites fail waits for the retry.
+        let store = &self.store;
+        let before = ids.iter().map(|id| {
+            let outputs = self.unsaved_outputs.get(id).cloned().unwrap_or_default();
+            let finished = self.engine.get(id).is_some_and(|r| r.state.is_terminal());
+            let reindex = !finished && self.unindexed.contains(id);
+            async move {
+                if reindex {
+                    store.index(id).await?;
+                }
+                for (k, body) in outputs {
+                    store.put_output(&k, body, finished).await?;
+                }
+                Ok::<_, StoreError>(())
+            }
+        });
+        for (id, r) in ids.iter().zip(join_all(before).await) {
+            match r {
+                Ok(()) => {
+                    self.unsaved_outputs.remove(id);
+                    if self.engine.get(id).is_some_and(|r| !r.state.is_terminal()) {
+                        self.unindexed.remove(id);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(workflow_id = %id, error = %e, "cannot store a workflow's outputs or index entry; will retry");
+                    retry.insert(id.clone());
+                }
+            }
+        }
+        let mut bodies = Vec::with_capacity(ids.len());
         for id in &ids {
             // A workflow written now carries its lazily recorded starts too.
             if let Some(msgs) = self.lazy.remove(id) {
@@ -956,20 +1028,23 @@ impl Scheduler {
                     .or_default()
                     .extend(msgs);
             }
-            if let Some(rec) = self.engine.get_mut(id) {
-                rec.epoch = epoch;
+            if retry.contains(id) {
+                continue;
             }
+            let (Some(rec), Some(rev)) = (self.engine.get_mut(id), self.revisions.get(id)) else {
+                continue;
+            };
+            rec.epoch = epoch;
+            let finished = rec.state.is_terminal();
+            bodies.push((id.clone(), super::store::encode(rec), *rev, finished));
         }
-        let store = &self.store;
-        let engine = &self.engine;
-        let revisions = &self.revisions;
-        let writes = ids.iter().filter_map(|id| {
-            let rec = engine.get(id)?;
-            let rev = *revisions.get(id)?;
-            Some(async move { (id.clone(), store.update(rec, rev).await) })
-        });
+        let writes = bodies
+            .into_iter()
+            .map(|(id, body, rev, finished)| async move {
+                let r = store.update_encoded(&id, body, rev, finished).await;
+                (id, r)
+            });
         let results = join_all(writes).await;
-        let mut retry: HashSet<String> = HashSet::new();
         let mut conflicts = Vec::new();
         for (id, r) in results {
             match r {
@@ -1044,6 +1119,7 @@ impl Scheduler {
         self.engine.insert(rec);
         self.hear_in_flight(id);
         self.dirty.remove(id);
+        self.unsaved_outputs.remove(id);
         let mut msgs = self.pending_acks.remove(id).unwrap_or_default();
         msgs.extend(self.lazy.remove(id).unwrap_or_default());
         nak_all(&msgs).await;

@@ -1,11 +1,44 @@
 //! Workflow records in the `workflows` KV bucket, written with revision
 //! checks so two writers can never silently clobber each other.
+//!
+//! Three buckets, one concept each:
+//! - `workflows`: one record per workflow. A finished record is written
+//!   with a per-message TTL (`coordinator.retain_history`) and expires.
+//! - `workflows_active`: an index, one empty key per unfinished workflow,
+//!   so a takeover reads the unfinished records only, however many
+//!   finished ones are kept. The index entry is created before the record
+//!   and removed after the record's finishing write, so every unfinished
+//!   record is indexed (an entry left behind by a crash is found finished
+//!   at the next load and removed then).
+//! - `task_outputs`: outputs over `coordinator.inline_output_bytes`, one
+//!   key per task attempt, written before the record that points at them,
+//!   with the same TTL once the workflow finished.
 
-use async_nats::jetstream::kv;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, kv};
+use async_nats::HeaderMap;
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
+
+use caucus_shared::nats::topology::ensure_kv_with_ttl;
+use caucus_shared::subjects::Subjects;
 
 use crate::workflow::WorkflowRecord;
+
+/// KV bucket of workflow records.
+pub const WORKFLOWS_BUCKET: &str = "workflows";
+/// KV bucket indexing the unfinished workflows.
+pub const ACTIVE_BUCKET: &str = "workflows_active";
+/// KV bucket of task outputs too large to keep inline.
+pub const OUTPUTS_BUCKET: &str = "task_outputs";
+/// Index key saying the index covers every record (written once, after
+/// the first full scan of a store that predates the index).
+const INDEX_BUILT: &str = "_index_built";
+/// Index key holding the epoch of the latest tenure that began.
+const EPOCH_KEY: &str = "_epoch";
+/// Records or outputs read at once on a takeover.
+const LOAD_CONCURRENCY: usize = 128;
 
 /// Errors of the workflow store.
 #[derive(Debug, thiserror::Error)]
@@ -24,54 +57,255 @@ pub enum StoreError {
 /// KV-backed store of workflow records.
 #[derive(Clone)]
 pub struct WorkflowStore {
-    kv: kv::Store,
+    js: jetstream::Context,
+    records: kv::Store,
+    /// Name of the records bucket (`<prefix>_workflows`), for the TTL write.
+    records_bucket: String,
+    active: kv::Store,
+    outputs: kv::Store,
+    outputs_bucket: String,
+    /// TTL of finished records and their outputs.
+    retain: Duration,
 }
 
 impl std::fmt::Debug for WorkflowStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("WorkflowStore")
+        f.debug_struct("WorkflowStore")
+            .field("records", &self.records_bucket)
+            .field("retain", &self.retain)
+            .finish()
     }
 }
 
-fn encode(rec: &WorkflowRecord) -> Bytes {
-    Bytes::from(serde_json::to_vec(rec).expect("workflow records serialise"))
+/// Serialises a record without the outputs that live in `task_outputs`
+/// (taken out for the encoding and put back).
+pub fn encode(rec: &mut WorkflowRecord) -> Bytes {
+    let mut parked = Vec::new();
+    for (k, t) in rec.tasks.iter_mut() {
+        if t.output_key.is_some() && t.output.is_some() {
+            parked.push((k.clone(), t.output.take()));
+        }
+        if t.previous_output_key.is_some() && t.previous_output.is_some() {
+            parked.push((format!("\0{k}"), t.previous_output.take()));
+        }
+    }
+    let bytes = Bytes::from(serde_json::to_vec(&*rec).expect("workflow records serialise"));
+    for (k, v) in parked {
+        match k.strip_prefix('\0') {
+            Some(k) => rec.tasks.get_mut(k).expect("parked task").previous_output = v,
+            None => rec.tasks.get_mut(&k).expect("parked task").output = v,
+        }
+    }
+    bytes
+}
+
+/// The `task_outputs` key of one task attempt's output. KV keys allow
+/// `[-/_=.A-Za-z0-9]`; anything else is escaped as `=XX`.
+pub fn output_key(task_id: &str, attempt: u32) -> String {
+    let mut k = String::with_capacity(task_id.len() + 8);
+    for b in task_id.bytes() {
+        match b {
+            b'-' | b'/' | b'_' | b'.' | b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' => {
+                k.push(b as char)
+            }
+            _ => k.push_str(&format!("={b:02X}")),
+        }
+    }
+    k.push_str(&format!(".a{attempt}"));
+    k
+}
+
+fn nats_err(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Nats(format!("{what}: {e}"))
 }
 
 impl WorkflowStore {
-    /// Wraps a bucket.
-    pub fn new(kv: kv::Store) -> Self {
-        WorkflowStore { kv }
+    /// Creates (or updates) the three buckets.
+    pub async fn open(
+        js: &jetstream::Context,
+        subjects: &Subjects,
+        replicas: usize,
+        retain: Duration,
+    ) -> Result<WorkflowStore, StoreError> {
+        let open = |bucket: &'static str| async move {
+            ensure_kv_with_ttl(js, subjects, bucket, replicas)
+                .await
+                .map_err(|e| nats_err(bucket, e))
+        };
+        let (records, active, outputs) = tokio::try_join!(
+            open(WORKFLOWS_BUCKET),
+            open(ACTIVE_BUCKET),
+            open(OUTPUTS_BUCKET)
+        )?;
+        Ok(WorkflowStore {
+            js: js.clone(),
+            records,
+            records_bucket: subjects.bucket(WORKFLOWS_BUCKET),
+            active,
+            outputs,
+            outputs_bucket: subjects.bucket(OUTPUTS_BUCKET),
+            retain,
+        })
     }
 
-    /// Creates a new record; fails if the id exists.
+    /// The buckets as they are (for readers such as the audit API, which
+    /// must not change their configuration).
+    pub async fn attach(
+        js: &jetstream::Context,
+        subjects: &Subjects,
+        retain: Duration,
+    ) -> Result<WorkflowStore, StoreError> {
+        let open = |bucket: &'static str| async move {
+            js.get_key_value(subjects.bucket(bucket))
+                .await
+                .map_err(|e| nats_err(bucket, e))
+        };
+        let (records, active, outputs) = tokio::try_join!(
+            open(WORKFLOWS_BUCKET),
+            open(ACTIVE_BUCKET),
+            open(OUTPUTS_BUCKET)
+        )?;
+        Ok(WorkflowStore {
+            js: js.clone(),
+            records,
+            records_bucket: subjects.bucket(WORKFLOWS_BUCKET),
+            active,
+            outputs,
+            outputs_bucket: subjects.bucket(OUTPUTS_BUCKET),
+            retain,
+        })
+    }
+
+    /// Creates a new record (and first its index entry); fails if the id
+    /// exists.
     pub async fn create(&self, rec: &WorkflowRecord) -> Result<u64, StoreError> {
-        self.kv
-            .create(&rec.workflow_id, encode(rec))
+        let id = &rec.workflow_id;
+        self.index(id).await?;
+        let mut rec = rec.clone();
+        self.records
+            .create(id, encode(&mut rec))
             .await
-            .map_err(|e| StoreError::Nats(format!("create {}: {e}", rec.workflow_id)))
+            .map_err(|e| nats_err(&format!("create {id}"), e))
+    }
+
+    /// Marks `id` unfinished in the index (idempotent).
+    pub async fn index(&self, id: &str) -> Result<(), StoreError> {
+        self.active
+            .put(id, Bytes::new())
+            .await
+            .map(|_| ())
+            .map_err(|e| nats_err(&format!("index {id}"), e))
     }
 
     /// Writes `rec` if the stored revision is still `revision`.
-    pub async fn update(&self, rec: &WorkflowRecord, revision: u64) -> Result<u64, StoreError> {
-        self.kv
-            .update(&rec.workflow_id, encode(rec), revision)
+    pub async fn update(&self, rec: &mut WorkflowRecord, revision: u64) -> Result<u64, StoreError> {
+        let body = encode(rec);
+        self.update_encoded(&rec.workflow_id, body, revision, rec.state.is_terminal())
             .await
-            .map_err(|e| {
-                if e.kind() == kv::UpdateErrorKind::WrongLastRevision {
-                    StoreError::Conflict(rec.workflow_id.clone())
-                } else {
-                    StoreError::Nats(format!("update {}: {e}", rec.workflow_id))
-                }
-            })
     }
 
-    /// One record and its revision.
+    /// Writes an [`encode`]d record if the stored revision is still
+    /// `revision`. A `finished` record is written with the history TTL,
+    /// and its index entry removed afterwards.
+    pub async fn update_encoded(
+        &self,
+        id: &str,
+        body: Bytes,
+        revision: u64,
+        finished: bool,
+    ) -> Result<u64, StoreError> {
+        if !finished {
+            return self.records.update(id, body, revision).await.map_err(|e| {
+                if e.kind() == kv::UpdateErrorKind::WrongLastRevision {
+                    StoreError::Conflict(id.to_string())
+                } else {
+                    nats_err(&format!("update {id}"), e)
+                }
+            });
+        }
+        let rev = self
+            .put_expiring(&self.records_bucket, id, body, Some(revision))
+            .await?;
+        if let Err(e) = self.active.delete(id).await {
+            // Found finished and removed at the next load.
+            tracing::debug!(workflow_id = %id, error = %e, "index entry not removed");
+        }
+        Ok(rev)
+    }
+
+    /// A KV write with a per-message TTL (and a revision check when
+    /// `revision` is set): the KV API has no TTL update, so this is its
+    /// publish with the two headers the server checks.
+    async fn put_expiring(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: Bytes,
+        revision: Option<u64>,
+    ) -> Result<u64, StoreError> {
+        let mut headers = HeaderMap::new();
+        if let Some(rev) = revision {
+            headers.insert(
+                "Nats-Expected-Last-Subject-Sequence",
+                rev.to_string().as_str(),
+            );
+        }
+        headers.insert(
+            "Nats-TTL",
+            format!("{}s", self.retain.as_secs().max(1)).as_str(),
+        );
+        let subject = format!("$KV.{bucket}.{key}");
+        let ack = self
+            .js
+            .publish_with_headers(subject, headers, body)
+            .await
+            .map_err(|e| nats_err(&format!("write {key}"), e))?
+            .await;
+        match ack {
+            Ok(a) => Ok(a.sequence),
+            // "wrong last sequence" (JetStream error 10071).
+            Err(e) if e.to_string().contains("wrong last sequence") => {
+                Err(StoreError::Conflict(key.to_string()))
+            }
+            Err(e) => Err(nats_err(&format!("write {key}"), e)),
+        }
+    }
+
+    /// Stores one spilled output (idempotent: the key names the attempt).
+    pub async fn put_output(
+        &self,
+        key: &str,
+        body: Bytes,
+        finished: bool,
+    ) -> Result<(), StoreError> {
+        if finished {
+            return self
+                .put_expiring(&self.outputs_bucket, key, body, None)
+                .await
+                .map(|_| ());
+        }
+        self.outputs
+            .put(key, body)
+            .await
+            .map(|_| ())
+            .map_err(|e| nats_err(&format!("output {key}"), e))
+    }
+
+    /// One record and its revision, with its spilled outputs read back.
     pub async fn get(&self, id: &str) -> Result<Option<(WorkflowRecord, u64)>, StoreError> {
+        let Some((mut rec, rev)) = self.get_bare(id).await? else {
+            return Ok(None);
+        };
+        self.fill_outputs(&mut rec).await?;
+        Ok(Some((rec, rev)))
+    }
+
+    async fn get_bare(&self, id: &str) -> Result<Option<(WorkflowRecord, u64)>, StoreError> {
         let entry = self
-            .kv
+            .records
             .entry(id)
             .await
-            .map_err(|e| StoreError::Nats(format!("get {id}: {e}")))?;
+            .map_err(|e| nats_err(&format!("get {id}"), e))?;
         match entry {
             Some(e) if e.operation == kv::Operation::Put => {
                 let rec = serde_json::from_slice(&e.value)
@@ -82,28 +316,139 @@ impl WorkflowStore {
         }
     }
 
-    /// Every stored record (for start-up and status of old workflows).
-    pub async fn load_all(&self) -> Result<Vec<(WorkflowRecord, u64)>, StoreError> {
-        let mut keys = self
-            .kv
-            .keys()
-            .await
-            .map_err(|e| StoreError::Nats(format!("list keys: {e}")))?;
-        let mut out = Vec::new();
-        let mut ids = Vec::new();
-        while let Some(k) = keys.next().await {
-            ids.push(k.map_err(|e| StoreError::Nats(format!("list keys: {e}")))?);
-        }
-        for id in ids {
-            match self.get(&id).await {
-                Ok(Some(r)) => out.push(r),
-                Ok(None) => {}
-                Err(StoreError::Corrupt(id, e)) => {
-                    tracing::error!(workflow_id = %id, error = %e, "skipping unreadable workflow record");
+    async fn fill_outputs(&self, rec: &mut WorkflowRecord) -> Result<(), StoreError> {
+        for t in rec.tasks.values_mut() {
+            for (key, slot) in [
+                (&t.output_key, &mut t.output),
+                (&t.previous_output_key, &mut t.previous_output),
+            ] {
+                let Some(key) = key else { continue };
+                if slot.is_some() {
+                    continue;
                 }
-                Err(e) => return Err(e),
+                let v = self
+                    .outputs
+                    .get(key)
+                    .await
+                    .map_err(|e| nats_err(&format!("output {key}"), e))?;
+                *slot = match v {
+                    Some(b) => Some(serde_json::from_slice(&b).map_err(|e| {
+                        StoreError::Corrupt(rec.workflow_id.clone(), format!("output {key}: {e}"))
+                    })?),
+                    None => Some(serde_json::json!({"missing_output": key})),
+                };
             }
         }
-        Ok(out)
+        Ok(())
+    }
+
+    /// Every unfinished record (start-up / takeover), read through the
+    /// index, and the highest fencing epoch known (from the records read
+    /// and the one the last tenure noted). Index entries of records found
+    /// finished or gone are removed. A store written before the index
+    /// existed is scanned once in full and indexed.
+    pub async fn load_unfinished(&self) -> Result<(Vec<(WorkflowRecord, u64)>, u64), StoreError> {
+        let built = self.marker(INDEX_BUILT).await?.is_some();
+        let mut max_epoch = self.marker(EPOCH_KEY).await?.unwrap_or(0);
+        let ids: Vec<String> = if built {
+            self.keys(&self.active).await?
+        } else {
+            self.keys(&self.records).await?
+        };
+        let loaded: Vec<(String, Option<(WorkflowRecord, u64)>)> = futures::stream::iter(ids)
+            .filter(|id| futures::future::ready(!id.starts_with('_')))
+            .map(|id| async move {
+                match self.get_bare(&id).await {
+                    Ok(r) => Ok((id, r)),
+                    Err(StoreError::Corrupt(id, e)) => {
+                        tracing::error!(workflow_id = %id, error = %e, "skipping unreadable workflow record");
+                        Ok((id, None))
+                    }
+                    Err(e) => Err(e),
+                }
+            })
+            .buffer_unordered(LOAD_CONCURRENCY)
+            .try_collect()
+            .await?;
+        let mut unfinished = Vec::new();
+        let mut stale = Vec::new();
+        for (id, r) in loaded {
+            match r {
+                Some((rec, rev)) => {
+                    max_epoch = max_epoch.max(rec.epoch);
+                    if rec.state.is_terminal() {
+                        stale.push(id);
+                    } else {
+                        unfinished.push((rec, rev));
+                    }
+                }
+                None => stale.push(id),
+            }
+        }
+        if built {
+            for id in stale {
+                let _ = self.active.delete(&id).await;
+            }
+        } else {
+            for (rec, _) in &unfinished {
+                self.index(&rec.workflow_id).await?;
+            }
+            self.set_marker(INDEX_BUILT, 1).await?;
+        }
+        for (rec, _) in unfinished.iter_mut() {
+            self.fill_outputs(rec).await?;
+        }
+        Ok((unfinished, max_epoch))
+    }
+
+    /// Notes the epoch of a tenure that has begun, so the next one stays
+    /// above it even when every record it wrote has expired and Redis lost
+    /// its counter.
+    pub async fn note_epoch(&self, epoch: u64) -> Result<(), StoreError> {
+        self.set_marker(EPOCH_KEY, epoch).await
+    }
+
+    async fn marker(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        let v = self
+            .active
+            .get(key)
+            .await
+            .map_err(|e| nats_err("index", e))?;
+        Ok(v.map(|b| {
+            std::str::from_utf8(&b)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0)
+        }))
+    }
+
+    async fn set_marker(&self, key: &str, value: u64) -> Result<(), StoreError> {
+        self.active
+            .put(key, Bytes::from(value.to_string()))
+            .await
+            .map(|_| ())
+            .map_err(|e| nats_err("index", e))
+    }
+
+    async fn keys(&self, store: &kv::Store) -> Result<Vec<String>, StoreError> {
+        store
+            .keys()
+            .await
+            .map_err(|e| nats_err("list keys", e))?
+            .map_err(|e| nats_err("list keys", e))
+            .try_collect()
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::output_key;
+
+    #[test]
+    fn output_keys_are_valid_kv_keys() {
+        assert_eq!(output_key("wf-1/valuation", 2), "wf-1/valuation.a2");
+        assert_eq!(output_key("wf-1/dcf#3", 1), "wf-1/dcf=233.a1");
+        assert_eq!(output_key("wf 1/x", 1), "wf=201/x.a1");
     }
 }

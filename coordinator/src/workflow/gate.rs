@@ -468,6 +468,7 @@ impl WorkflowRecord {
                 t.state = TaskRunState::Completed;
                 t.finished_at = Some(now);
                 t.output = Some(json!({ "gate": decision }));
+                t.output_key = None;
                 let (ready, done) = self.after_completion(now);
                 out.newly_ready = ready;
                 out.workflow_completed = done;
@@ -477,6 +478,7 @@ impl WorkflowRecord {
                 t.state = TaskRunState::Failed;
                 t.finished_at = Some(now);
                 t.output = Some(json!({ "gate": decision }));
+                t.output_key = None;
                 let who = if req.decided_by.is_empty() {
                     "a reviewer".to_string()
                 } else {
@@ -819,10 +821,12 @@ fn renew(t: &mut TaskRecord) -> bool {
         | TaskRunState::Running => {
             if t.state == TaskRunState::Completed {
                 t.previous_output = t.output.take();
+                t.previous_output_key = t.output_key.take();
             }
             t.new_attempt();
             t.error = None;
             t.output = None;
+            t.output_key = None;
             true
         }
         TaskRunState::AwaitingApproval => {

@@ -140,9 +140,13 @@ pub struct TaskRecord {
     /// Not before this time (retry backoff).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before: Option<DateTime<Utc>>,
-    /// The result.
+    /// The result (left out of the stored record when `output_key` is set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
+    /// Key of the output in the `task_outputs` bucket when it was too large
+    /// to keep inline (`coordinator.inline_output_bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_key: Option<String>,
     /// The last error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<TaskError>,
@@ -164,6 +168,9 @@ pub struct TaskRecord {
     /// The output a re-run replaced (the latest one), kept for comparison.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_output: Option<Value>,
+    /// Key of `previous_output` in the `task_outputs` bucket, if spilled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_output_key: Option<String>,
     /// Held back by a serial re-run plan until the previous step finishes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub held: bool,
@@ -197,6 +204,8 @@ impl TaskRecord {
             failure_counts: BTreeMap::new(),
             gate: None,
             previous_output: None,
+            previous_output_key: None,
+            output_key: None,
             held: false,
         }
     }

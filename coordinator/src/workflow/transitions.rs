@@ -255,6 +255,7 @@ impl WorkflowRecord {
                 t.started_at = ev.started_at.or(t.started_at);
                 t.finished_at = Some(ev.at);
                 t.output = Some(ev.output.clone().unwrap_or(Value::Null));
+                t.output_key = None;
                 t.error = None;
                 self.updated_at = now;
                 if self.research.is_some() {

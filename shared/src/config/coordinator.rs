@@ -25,6 +25,14 @@ pub struct CoordinatorConfig {
     /// Finished workflows are dropped from memory (not from KV) after this.
     #[serde(with = "humantime_serde")]
     pub retain_finished: Duration,
+    /// Finished workflow records (and their spilled outputs) expire from
+    /// KV this long after they finished.
+    #[serde(with = "humantime_serde")]
+    pub retain_history: Duration,
+    /// Task outputs larger than this (serialised JSON bytes) are stored
+    /// under their own key in the `task_outputs` bucket instead of inside
+    /// the workflow record, so a record stays small whatever tasks return.
+    pub inline_output_bytes: usize,
     /// Events applied per batch before state is persisted.
     pub event_batch: usize,
     /// A coordination-pattern agent call with no answer after this is a
@@ -252,6 +260,8 @@ impl Default for CoordinatorConfig {
             overdue_factor: 1.5,
             tick: Duration::from_millis(200),
             retain_finished: Duration::from_secs(600),
+            retain_history: day * 7,
+            inline_output_bytes: 8 * 1024,
             event_batch: 256,
             pause_reminders: vec![day * 3, day * 7, day * 14, day * 30],
             pause_escalate_from: 2,

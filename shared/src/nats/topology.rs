@@ -101,6 +101,35 @@ pub async fn ensure_kv(
         num_replicas: replicas.max(1),
         ..Default::default()
     };
+    create_or_update_kv(js, config).await
+}
+
+/// Like [`ensure_kv`] (history 1, no age limit), for a bucket whose
+/// entries may carry their own TTL (`Nats-TTL`, NATS ≥ 2.11): finished
+/// workflow records and their outputs expire while unfinished ones stay.
+pub async fn ensure_kv_with_ttl(
+    js: &Context,
+    subjects: &Subjects,
+    bucket: &str,
+    replicas: usize,
+) -> Result<kv::Store, Error> {
+    let name = subjects.bucket(bucket);
+    let config = kv::Config {
+        bucket: name.clone(),
+        description: format!("caucus {bucket}"),
+        history: 1,
+        storage: StorageType::File,
+        num_replicas: replicas.max(1),
+        // Allows per-message TTLs; expired keys leave a delete marker
+        // (kept this long) so watchers see them go.
+        limit_markers: Some(Duration::from_secs(60)),
+        ..Default::default()
+    };
+    create_or_update_kv(js, config).await
+}
+
+async fn create_or_update_kv(js: &Context, config: kv::Config) -> Result<kv::Store, Error> {
+    let name = config.bucket.clone();
     let fail = |e: &dyn std::fmt::Display| Error::Nats(format!("kv bucket {name}: {e}"));
     let mut last = String::new();
     for _ in 0..RACE_ROUNDS {
