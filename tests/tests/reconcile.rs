@@ -122,3 +122,39 @@ async fn max_deliveries_fail_the_task() {
     assert_eq!(t["error"]["error_type"], "max_deliveries", "{t}");
     assert_eq!(t["attempt"], 1, "{t}");
 }
+
+/// An event that names another agent type than its task's is refused: it
+/// goes to the DLQ (it would free capacity of the wrong type) and the task
+/// goes on to complete from its real worker.
+#[tokio::test(flavor = "multi_thread")]
+async fn event_with_the_wrong_agent_type_is_dead_lettered() {
+    let stack = Stack::start();
+    let _c = coordinator(&stack, &[]);
+    let api = Api::connect(&stack).await;
+    let _w = worker(&stack, "alpha", 1, "sleep:1500", &[]);
+    let ids = api.submit(&["W"], one_stage(), 10).await;
+    wait_running(&api, &ids[0]).await;
+    let forged = json!({
+        "task_id": format!("{}/x", ids[0]), "workflow_id": ids[0], "stage": "x",
+        "agent_type": "beta", "attempt": 1, "status": "completed",
+        "worker_id": "forger", "output": {"forged": true}, "at": chrono::Utc::now(),
+    });
+    let js = async_nats::jetstream::new(api.nats.clone());
+    js.publish(
+        "caucus.events.task.beta.completed",
+        forged.to_string().into(),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+    let dead = eventually("dead letter", Duration::from_secs(20), || async {
+        let dl = common::stream_messages(&api.nats, "CAUCUS_DLQ", ">").await;
+        dl.into_iter()
+            .find(|m| m.dlq_code.as_deref() == Some("agent_type_mismatch"))
+    })
+    .await;
+    assert_eq!(dead.body["worker_id"], "forger");
+    let wfs = api.wait_completed(&ids, Duration::from_secs(30)).await;
+    assert_ne!(wfs[0]["tasks"]["x"]["output"], json!({"forged": true}));
+}
