@@ -1,7 +1,7 @@
 //! A real `nats-server -js` on a free loopback port.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
 use crate::process::Proc;
@@ -27,6 +27,20 @@ impl Nats {
             .prefix("caucus-nats-")
             .tempdir()
             .expect("tempdir");
+        Nats::start_at(dir)
+    }
+
+    /// [`Nats::start`] with its temp dir (store, config, logs) inside
+    /// `parent`, e.g. a tool's run directory.
+    pub fn start_in(parent: &Path) -> Nats {
+        let dir = tempfile::Builder::new()
+            .prefix("nats-")
+            .tempdir_in(parent)
+            .unwrap_or_else(|e| panic!("tempdir in {}: {e}", parent.display()));
+        Nats::start_at(dir)
+    }
+
+    fn start_at(dir: tempfile::TempDir) -> Nats {
         // A free port can be taken by a parallel test before our server
         // binds it; our server then exits. Retry on a new port.
         let port = free_port();
@@ -65,6 +79,27 @@ impl Nats {
     /// The JetStream store directory (kept across restarts).
     pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("js")
+    }
+
+    /// The directory holding the store, the config and the logs.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Leaves the directory in place when dropped (logs for a post-mortem).
+    pub fn keep_files(&mut self) {
+        self.dir.disable_cleanup(true);
+    }
+
+    /// The OS process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.pid()
+    }
+
+    /// `Some(status)` if the server exited by itself (not through
+    /// [`Nats::kill`] or [`Nats::restart`]).
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.proc.try_wait()
     }
 
     /// SIGKILL the server (data dir kept).

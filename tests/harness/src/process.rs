@@ -9,6 +9,8 @@ use nix::unistd::Pid;
 
 pub(crate) struct Proc {
     child: Option<Child>,
+    /// How it ended when it exited by itself (not through [`Proc::kill`]).
+    exit: Option<ExitStatus>,
 }
 
 impl Proc {
@@ -26,7 +28,10 @@ impl Proc {
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {:?}: {e}", cmd.get_program()));
-        Proc { child: Some(child) }
+        Proc {
+            child: Some(child),
+            exit: None,
+        }
     }
 
     pub(crate) fn pid(&self) -> Option<u32> {
@@ -39,7 +44,7 @@ impl Proc {
         }
     }
 
-    /// SIGKILL and reap.
+    /// SIGKILL and reap (a stopped process dies too).
     pub(crate) fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
@@ -47,12 +52,17 @@ impl Proc {
         }
     }
 
-    /// `Some(status)` once the process has exited.
+    /// `Some(status)` once the process has exited by itself (it stays
+    /// `Some` afterwards); `None` while it runs or after [`Proc::kill`].
     pub(crate) fn try_wait(&mut self) -> Option<ExitStatus> {
+        if self.exit.is_some() {
+            return self.exit;
+        }
         let c = self.child.as_mut()?;
         match c.try_wait() {
             Ok(Some(st)) => {
                 self.child = None;
+                self.exit = Some(st);
                 Some(st)
             }
             _ => None,

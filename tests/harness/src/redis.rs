@@ -3,7 +3,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
 use crate::process::Proc;
@@ -28,6 +28,19 @@ impl Redis {
             .prefix("caucus-redis-")
             .tempdir()
             .expect("tempdir");
+        Redis::start_at(dir)
+    }
+
+    /// [`Redis::start`] with its temp dir (logs) inside `parent`.
+    pub fn start_in(parent: &Path) -> Redis {
+        let dir = tempfile::Builder::new()
+            .prefix("redis-")
+            .tempdir_in(parent)
+            .unwrap_or_else(|e| panic!("tempdir in {}: {e}", parent.display()));
+        Redis::start_at(dir)
+    }
+
+    fn start_at(dir: tempfile::TempDir) -> Redis {
         // A free port can be taken by a parallel test before our server
         // binds it; our server then exits and another one answers. Retry
         // on a new port when that happens.
@@ -62,6 +75,27 @@ impl Redis {
     /// The TCP port.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The directory holding the logs.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Leaves the directory in place when dropped (logs for a post-mortem).
+    pub fn keep_files(&mut self) {
+        self.dir.disable_cleanup(true);
+    }
+
+    /// The OS process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.pid()
+    }
+
+    /// `Some(status)` if the server exited by itself (not through
+    /// [`Redis::kill`] or [`Redis::restart`]).
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.proc.try_wait()
     }
 
     /// SIGKILL the server.

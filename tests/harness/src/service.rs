@@ -1,8 +1,8 @@
 //! The project's own binaries, spawned with config pointing at a [`crate::Stack`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
@@ -40,11 +40,14 @@ pub fn bin_path(name: &str) -> PathBuf {
     path
 }
 
-/// Builder for a [`Service`].
+/// Builder for a [`Service`]. Cloneable, so a tool can spawn the same
+/// service again after killing it.
+#[derive(Debug, Clone)]
 pub struct ServiceBuilder {
     bin: String,
     args: Vec<String>,
     env: Vec<(String, String)>,
+    log: Option<PathBuf>,
 }
 
 impl ServiceBuilder {
@@ -54,7 +57,15 @@ impl ServiceBuilder {
             bin: bin.to_string(),
             args: Vec::new(),
             env: vec![("RUST_BACKTRACE".into(), "1".into())],
+            log: None,
         }
+    }
+
+    /// Appends the output to `path` (the process runs in its directory)
+    /// instead of a fresh temp dir that is removed on Drop.
+    pub fn log_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.log = Some(path.into());
+        self
     }
 
     /// Appends one argument.
@@ -81,13 +92,20 @@ impl ServiceBuilder {
 
     /// Spawns the process (does not wait for readiness).
     pub fn spawn(self) -> Service {
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{}-", self.bin))
-            .tempdir()
-            .expect("tempdir");
-        let log = dir.path().join("out.log");
+        let (dir, log) = match &self.log {
+            Some(log) => (None, log.clone()),
+            None => {
+                let dir = tempfile::Builder::new()
+                    .prefix(&format!("{}-", self.bin))
+                    .tempdir()
+                    .expect("tempdir");
+                let log = dir.path().join("out.log");
+                (Some(dir), log)
+            }
+        };
+        let cwd = log.parent().unwrap_or(Path::new(".")).to_path_buf();
         let mut cmd = Command::new(bin_path(&self.bin));
-        cmd.args(&self.args).current_dir(dir.path());
+        cmd.args(&self.args).current_dir(&cwd);
         // A clean, explicit environment: only what the test sets plus PATH/HOME.
         cmd.env_clear();
         for k in ["PATH", "HOME"] {
@@ -120,7 +138,7 @@ pub struct Service {
     name: String,
     proc: Proc,
     log: PathBuf,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Service {
@@ -136,6 +154,28 @@ impl Service {
             timeout,
             || self.output().contains(needle).then_some(()),
         );
+    }
+
+    /// The file the output goes to.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// Polls for [`READY_MARKER`] until `timeout`; `false` when the process
+    /// exited first or the time ran out (never panics).
+    pub fn ready_within(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut pause = Duration::from_millis(2);
+        loop {
+            if self.output().contains(READY_MARKER) {
+                return true;
+            }
+            if self.proc.try_wait().is_some() || Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
     }
 
     /// Waits for [`READY_MARKER`]; panics with the output on exit or time-out.
@@ -176,6 +216,12 @@ impl Service {
     /// Sends SIGKILL and reaps.
     pub fn kill(&mut self) {
         self.proc.kill();
+    }
+
+    /// `Some(status)` if the process exited by itself (not through
+    /// [`Service::kill`]); it stays `Some` afterwards.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.proc.try_wait()
     }
 
     /// Waits for the process to exit; panics (with output) after `timeout`.
