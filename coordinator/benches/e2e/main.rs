@@ -10,6 +10,7 @@
 //! Not a test: `cargo test` never runs it (a test-mode build of it, e.g.
 //! from `cargo test --all-targets`, exits at once).
 
+mod durability;
 mod latency;
 mod memory;
 mod planner;
@@ -42,6 +43,11 @@ const MEMORY_WORKFLOWS: usize = 10_000;
 const MEMORY_PER_REQUEST: usize = 1_000;
 /// Items of the large submit of scenario 7.
 const SUBMIT_ITEMS: usize = 10_000;
+/// Durability comparison: stock-analysis workflows per side (smaller than
+/// scenario 1: with an fsync per stored message a side runs at the disk's
+/// fsync rate), and raw round trips per side.
+const DURABILITY_ITEMS: usize = 300;
+const DURABILITY_RAW_TOTAL: usize = 3_000;
 
 fn verdict(ok: bool) -> &'static str {
     if ok {
@@ -91,6 +97,9 @@ async fn all() -> Result<()> {
     }
     if selected(5) {
         memory_per_workflow().await?;
+    }
+    if selected(6) {
+        durability_cost().await?;
     }
     if selected(7) {
         dispatch_during_submit().await?;
@@ -212,6 +221,46 @@ fn planner_time() -> Result<()> {
         "  {tasks} tasks planned in {:.3} s (makespan {makespan} units) -> target < 1 s {}",
         secs,
         verdict(secs < 1.0)
+    );
+    Ok(())
+}
+
+async fn durability_cost() -> Result<()> {
+    println!("\n[6] durability: JetStream default fsync (every 2 min) vs sync_interval: always, {DURABILITY_ITEMS} items x 6 no-op tasks, 1 worker, {THROUGHPUT_SLOTS} slots/agent");
+    let d = durability::run(
+        THROUGHPUT_SLOTS,
+        DURABILITY_ITEMS,
+        DURABILITY_RAW_TOTAL,
+        RAW_IN_FLIGHT,
+    )
+    .await?;
+    println!(
+        "  this disk: 512-byte write + fdatasync p50 {:.2} ms",
+        d.fsync_ms
+    );
+    for (name, s) in [("default", &d.default), ("always ", &d.always)] {
+        let r = &s.run;
+        let stored: Vec<String> = r
+            .stored
+            .iter()
+            .map(|(n, c)| format!("{n} {:.2}", *c as f64 / r.tasks as f64))
+            .collect();
+        println!(
+            "  {name} (sync_always={}): {:>6} tasks in {:>7.2} s = {:>7.0} tasks/s; raw round trip {:>7.0}/s; stored per task: {}",
+            s.sync_always,
+            r.tasks,
+            r.secs,
+            r.tasks_per_sec(),
+            s.raw,
+            stored.join(", ")
+        );
+    }
+    let ratio = d.always.run.tasks_per_sec() / d.default.run.tasks_per_sec();
+    println!(
+        "  always/default: {:.3} end to end ({:.1}x slower), {:.3} raw",
+        ratio,
+        1.0 / ratio,
+        d.always.raw / d.default.raw
     );
     Ok(())
 }

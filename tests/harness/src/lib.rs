@@ -36,6 +36,15 @@ impl Stack {
         }
     }
 
+    /// [`Stack::start`] with `extra` appended to the NATS server's config
+    /// file ([`Nats::start_with_config`]).
+    pub fn start_with_nats_config(extra: &str) -> Stack {
+        Stack {
+            nats: Nats::start_with_config(extra),
+            redis: Redis::start(),
+        }
+    }
+
     /// Environment a caucus process needs to reach this stack.
     pub fn env(&self) -> Vec<(String, String)> {
         vec![

