@@ -18,6 +18,7 @@ mod raw;
 mod scaleout;
 mod submit_load;
 mod support;
+mod takeover;
 mod throughput;
 
 use std::time::Instant;
@@ -48,6 +49,10 @@ const SUBMIT_ITEMS: usize = 10_000;
 /// fsync rate), and raw round trips per side.
 const DURABILITY_ITEMS: usize = 300;
 const DURABILITY_RAW_TOTAL: usize = 3_000;
+/// Takeover: finished records in the history, unfinished ones held
+/// (`CAUCUS_BENCH_TAKEOVER_FINISHED` overrides the history size).
+const TAKEOVER_FINISHED: usize = 1_000_000;
+const TAKEOVER_UNFINISHED: usize = 10_000;
 
 fn verdict(ok: bool) -> &'static str {
     if ok {
@@ -103,6 +108,9 @@ async fn all() -> Result<()> {
     }
     if selected(7) {
         dispatch_during_submit().await?;
+    }
+    if selected(8) {
+        takeover_with_history().await?;
     }
     println!(
         "\ntotal bench time {:.0} s",
@@ -298,5 +306,27 @@ async fn dispatch_during_submit() -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+async fn takeover_with_history() -> Result<()> {
+    let finished = std::env::var("CAUCUS_BENCH_TAKEOVER_FINISHED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(TAKEOVER_FINISHED);
+    println!("\n[8] takeover with {finished} finished and {TAKEOVER_UNFINISHED} unfinished stock-analysis records");
+    let r = takeover::run(finished, TAKEOVER_UNFINISHED).await?;
+    println!(
+        "  history written in {:.1} s ({:.0} records/s)",
+        r.fill.as_secs_f64(),
+        r.finished as f64 / r.fill.as_secs_f64()
+    );
+    println!(
+        "  new coordinator: start to {} of {} unfinished loaded in {:.2} s (target < 10 s: {})",
+        r.loaded,
+        r.unfinished,
+        r.takeover.as_secs_f64(),
+        verdict(r.takeover.as_secs_f64() < 10.0)
+    );
     Ok(())
 }
