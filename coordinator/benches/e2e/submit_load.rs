@@ -23,6 +23,9 @@ use serde_json::{json, Value};
 
 use crate::support::{coordinator, worker, Api, Completions};
 
+/// Chains run first and not measured (connections, consumers warming up).
+const WARM_UP: usize = 5;
+
 /// Chains in the baseline.
 const BASELINE_CHAINS: usize = 100;
 
@@ -37,11 +40,11 @@ pub struct Samples {
 pub struct Run {
     pub baseline: Samples,
     pub during: Samples,
-    /// Request → answer of the large submit.
+    /// Request → answer of one large submit, mean.
     pub submit_secs: f64,
-    /// Size of its answer.
+    /// Size of the largest answer.
     pub reply_bytes: usize,
-    /// Chains that ran while it was stored.
+    /// Chains that ran while they were stored.
     pub chains_during: usize,
 }
 
@@ -68,9 +71,18 @@ fn chain() -> Value {
     ]})
 }
 
-pub async fn run(items: usize) -> Result<Run> {
+/// `rounds` submits of `items` each, one after another, with
+/// `coordinator.submit_chunk` = `chunk` (None: the default).
+pub async fn run(items: usize, rounds: usize, chunk: Option<usize>) -> Result<Run> {
     let stack = Stack::start();
-    let _c = coordinator(&stack);
+    let _c = match chunk {
+        Some(n) => stack
+            .service("caucus-coordinator")
+            .env("CAUCUS_TELEMETRY_LOG_LEVEL", "info")
+            .env("CAUCUS_COORDINATOR_SUBMIT_CHUNK", n.to_string())
+            .start(),
+        None => coordinator(&stack),
+    };
     let _w = worker(&stack, "alpha", 2, "noop");
     let api = Arc::new(Api::connect(&stack).await?);
     api.wait_capacity("alpha", 2).await?;
@@ -115,45 +127,56 @@ pub async fn run(items: usize) -> Result<Run> {
         }
     };
 
+    for i in 0..WARM_UP {
+        one_chain(i).await?;
+        finished += 3;
+        done.wait(finished, Duration::from_secs(30)).await?;
+    }
     let mut baseline_ids = Vec::new();
-    for i in 0..BASELINE_CHAINS {
+    for i in WARM_UP..WARM_UP + BASELINE_CHAINS {
         baseline_ids.push(one_chain(i).await?);
         finished += 3;
         done.wait(finished, Duration::from_secs(30)).await?;
     }
 
-    // The large submit, and chains while it is stored.
-    let big: Vec<String> = (0..items).map(|i| format!("S{i:06}")).collect();
-    let body = json!({"items": big, "time_unit_ms": 1000, "pipeline":
-        {"name": "idle", "capacities": {"idle": 1},
-         "stages": [{"name": "x", "agent": "idle", "expected_duration": 1.0}]}});
-    let from = Utc::now();
-    let t0 = Instant::now();
-    let submit = {
-        let api = api.clone();
-        tokio::spawn(async move {
-            let r = api.call("submit", body).await?;
-            Ok::<_, anyhow::Error>((r, t0.elapsed(), Utc::now()))
-        })
-    };
+    // The large submits, one after another, and chains while each is stored.
+    let mut i = WARM_UP + BASELINE_CHAINS;
     let mut during_ids = Vec::new();
-    let mut i = BASELINE_CHAINS;
-    while !submit.is_finished() {
-        during_ids.push(one_chain(i).await?);
-        i += 1;
-        finished += 3;
-        done.wait(finished, Duration::from_secs(60)).await?;
+    let mut windows = Vec::new();
+    let (mut submit_secs, mut reply_bytes) = (0.0, 0);
+    for round in 0..rounds {
+        let big: Vec<String> = (0..items).map(|n| format!("S{round}-{n:06}")).collect();
+        let body = json!({"items": big, "time_unit_ms": 1000, "pipeline":
+            {"name": "idle", "capacities": {"idle": 1},
+             "stages": [{"name": "x", "agent": "idle", "expected_duration": 1.0}]}});
+        let from = Utc::now();
+        let t0 = Instant::now();
+        let submit = {
+            let api = api.clone();
+            tokio::spawn(async move {
+                let r = api.call("submit", body).await?;
+                Ok::<_, anyhow::Error>((r, t0.elapsed(), Utc::now()))
+            })
+        };
+        while !submit.is_finished() {
+            during_ids.push(one_chain(i).await?);
+            i += 1;
+            finished += 3;
+            done.wait(finished, Duration::from_secs(60)).await?;
+        }
+        let (reply, took, to) = submit.await??;
+        if reply["count"].as_u64() != Some(items as u64) {
+            bail!("large submit: {reply}");
+        }
+        submit_secs += took.as_secs_f64();
+        reply_bytes = reply_bytes.max(serde_json::to_vec(&reply)?.len());
+        windows.push((from, to));
     }
-    let (reply, took, to) = submit.await??;
-    if reply["count"].as_u64() != Some(items as u64) {
-        bail!("large submit: {reply}");
-    }
-    let reply_bytes = serde_json::to_vec(&reply)?.len();
     tokio::time::sleep(Duration::from_millis(100)).await;
     recorder.abort();
 
     let map = times.lock().expect("times");
-    let collect = |ids: &[String], window: Option<(DateTime<Utc>, DateTime<Utc>)>| {
+    let collect = |ids: &[String], windows: &[(DateTime<Utc>, DateTime<Utc>)]| {
         let mut s = Samples::default();
         for wf in ids {
             for (stage, dep) in [("a", None), ("b", Some("a")), ("c", Some("b"))] {
@@ -164,10 +187,8 @@ pub async fn run(items: usize) -> Result<Run> {
                 let (Some(d), Some(st)) = (t.dispatched, t.started) else {
                     continue;
                 };
-                if let Some((a, b)) = window {
-                    if d < a || d > b {
-                        continue;
-                    }
+                if !windows.is_empty() && !windows.iter().any(|(a, b)| *a <= d && d <= *b) {
+                    continue;
                 }
                 s.dispatch_to_started.push(ms(d, st));
                 if let Some(r) = dep
@@ -185,9 +206,9 @@ pub async fn run(items: usize) -> Result<Run> {
         s
     };
     Ok(Run {
-        baseline: collect(&baseline_ids, None),
-        during: collect(&during_ids, Some((from, to))),
-        submit_secs: took.as_secs_f64(),
+        baseline: collect(&baseline_ids, &[]),
+        during: collect(&during_ids, &windows),
+        submit_secs: submit_secs / rounds.max(1) as f64,
         reply_bytes,
         chains_during: during_ids.len(),
     })

@@ -104,7 +104,7 @@ pub async fn run(
         .idempotency_key
         .clone()
         .unwrap_or_else(|| format!("cli-{}", uuid::Uuid::new_v4()));
-    let mut body = json!({"items": items, "pipeline": pipeline_value(pipeline)?,
+    let mut body = json!({"items": [], "pipeline": pipeline_value(pipeline)?,
                           "idempotency_key": key});
     if let Some(u) = opts.time_unit_ms {
         body["time_unit_ms"] = json!(u);
@@ -112,6 +112,20 @@ pub async fn run(
     if opts.auto_approve_gates {
         body["auto_approve_gates"] = json!(true);
     }
+    // A request over NATS's max_payload cannot be sent: it goes as several
+    // submissions, each with a key derived from this one (so each is
+    // retry-safe on its own).
+    let limit = client
+        .nats()
+        .server_info()
+        .max_payload
+        .saturating_sub(PAYLOAD_HEADROOM);
+    let base = serde_json::to_vec(&body)?.len();
+    let parts = split_items(items, base, limit);
+    if parts.len() > 1 {
+        return run_parts(client, body, &key, parts, as_json).await;
+    }
+    body["items"] = json!(parts.into_iter().next().unwrap_or_default());
     let reply = submit_retrying(client, body).await?;
     let ids: Vec<String> = reply["workflow_ids"]
         .as_array()
@@ -152,6 +166,76 @@ pub async fn run(
         })
         .unwrap_or(0);
     Ok(if failed > 0 { 1 } else { 0 })
+}
+
+/// Bytes of a request kept free below `max_payload` (headers, slack).
+const PAYLOAD_HEADROOM: usize = 16 * 1024;
+
+/// `items` in consecutive parts whose JSON, added to a body of `base`
+/// bytes, stays within `limit` bytes (one part when it all fits; an item
+/// never splits).
+pub fn split_items(items: Vec<String>, base: usize, limit: usize) -> Vec<Vec<String>> {
+    let budget = limit.saturating_sub(base).max(1);
+    let mut parts: Vec<Vec<String>> = vec![Vec::new()];
+    let mut used = 0usize;
+    for item in items {
+        // Quoted, escaped, and a comma.
+        let cost = serde_json::to_string(&item).map_or(item.len() + 3, |s| s.len() + 1);
+        let last = parts.last_mut().expect("one part");
+        if !last.is_empty() && used + cost > budget {
+            parts.push(Vec::new());
+            used = 0;
+        }
+        used += cost;
+        parts.last_mut().expect("one part").push(item);
+    }
+    parts
+}
+
+/// A submission too large for one request, as consecutive submissions
+/// with the keys `<key>#1`, `<key>#2`, ….
+async fn run_parts(
+    client: &Client,
+    body: Value,
+    key: &str,
+    parts: Vec<Vec<String>>,
+    as_json: bool,
+) -> anyhow::Result<i32> {
+    let n = parts.len();
+    let mut replies = Vec::with_capacity(n);
+    for (i, items) in parts.into_iter().enumerate() {
+        let mut b = body.clone();
+        b["items"] = json!(items);
+        b["idempotency_key"] = json!(format!("{key}#{}", i + 1));
+        replies.push(submit_retrying(client, b).await?);
+    }
+    let total: u64 = replies.iter().filter_map(|r| r["count"].as_u64()).sum();
+    let pipeline = replies[0]["pipeline"].clone();
+    if as_json {
+        let out = json!({"pipeline": pipeline, "count": total, "idempotency_key": key,
+                         "parts": replies});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(0);
+    }
+    println!(
+        "submitted {total} workflow(s) to {} as {n} submissions (one request would exceed NATS's max_payload):",
+        pipeline.as_str().unwrap_or("?")
+    );
+    for r in &replies {
+        println!(
+            "  submission {}  idempotency key {}  {} workflow(s){}",
+            r["submission_id"].as_str().unwrap_or("?"),
+            r["idempotency_key"].as_str().unwrap_or("?"),
+            r["count"],
+            if r["replayed"] == true {
+                " (already submitted: nothing new created)"
+            } else {
+                ""
+            }
+        );
+    }
+    println!("  list them: caucus submission <submission> --all");
+    Ok(0)
 }
 
 /// The summary of a `submit` reply: the submission, and up to [`LISTED`]
@@ -440,4 +524,32 @@ pub fn report_of(w: &Value) -> Option<String> {
         .or_else(|| out["report"].as_str())
         .map(String::from)
         .or_else(|| (!out.is_null()).then(|| serde_json::to_string_pretty(out).unwrap_or_default()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_split_only_past_the_payload_limit() {
+        let items: Vec<String> = (0..100).map(|i| format!("T{i:03}")).collect();
+        // Each costs 7 bytes (`"T000",`).
+        assert_eq!(split_items(items.clone(), 100, 10_000).len(), 1);
+        let parts = split_items(items.clone(), 100, 100 + 70);
+        assert_eq!(parts.len(), 10);
+        assert!(parts.iter().all(|p| p.len() == 10));
+        assert_eq!(parts.concat(), items, "order kept, nothing lost");
+        // An item larger than the budget still goes, alone.
+        let big = vec!["x".repeat(50), "y".into()];
+        assert_eq!(split_items(big, 0, 10).len(), 2);
+        // 100,000 eight-character names (1.1 MB of JSON): two requests at 1 MiB.
+        let many: Vec<String> = (0..100_000).map(|i| format!("S{i:07}")).collect();
+        let parts = split_items(many, 200, 1_048_576 - PAYLOAD_HEADROOM);
+        assert_eq!(parts.len(), 2);
+        for p in &parts {
+            // The items' bytes on top of a 200-byte rest of the body.
+            let items = serde_json::to_vec(&json!({"items": p})).unwrap().len() - 12;
+            assert!(items + 200 <= 1_048_576 - PAYLOAD_HEADROOM);
+        }
+    }
 }
