@@ -100,12 +100,27 @@ impl Api {
                        "auto_approve_gates": true}),
             )
             .await?;
-        let ids = r["workflow_ids"]
-            .as_array()
-            .context("submit reply without workflow_ids")?
-            .iter()
-            .filter_map(|v| v.as_str().map(str::to_string))
-            .collect::<Vec<_>>();
+        let page_ids = |r: &Value| -> Result<Vec<String>> {
+            Ok(r["workflow_ids"]
+                .as_array()
+                .context("reply without workflow_ids")?
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect())
+        };
+        let mut ids = page_ids(&r)?;
+        // The reply carries the first page; the rest are read by cursor.
+        let mut next = r["next_cursor"].as_u64();
+        while let Some(cursor) = next {
+            let page = self
+                .call(
+                    "submission",
+                    json!({"submission_id": r["submission_id"], "cursor": cursor}),
+                )
+                .await?;
+            ids.extend(page_ids(&page)?);
+            next = page["next_cursor"].as_u64();
+        }
         if ids.len() != items.len() {
             bail!("submitted {} items, got {} ids", items.len(), ids.len());
         }
