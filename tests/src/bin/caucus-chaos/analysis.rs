@@ -200,8 +200,11 @@ pub struct LostWorkflow {
     /// Its state per the coordinator, or `unknown` when `status` does not
     /// list it.
     pub state: String,
-    /// Unfinished tasks: `stage: state (attempt n)`.
+    /// Unfinished tasks: `stage: state (attempt n[, last error])`.
     pub unfinished: Vec<String>,
+    /// The record's `failure` and `pause` (trigger and reason), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// `tracked` (id, item) whose final `status` entry is not completed.
@@ -214,6 +217,7 @@ pub fn lost(tracked: &[(String, String)], finals: &HashMap<String, Value>) -> Ve
                 item: item.clone(),
                 state: "unknown".into(),
                 unfinished: vec!["the coordinator's status does not list it".into()],
+                why: None,
             });
             continue;
         };
@@ -224,19 +228,34 @@ pub fn lost(tracked: &[(String, String)], finals: &HashMap<String, Value>) -> Ve
         if let Some(tasks) = w["tasks"].as_object() {
             for (stage, t) in tasks {
                 if t["state"] != "completed" {
+                    let err = match t["error"]["error_type"].as_str() {
+                        Some(e) => format!(", last error {e}"),
+                        None => String::new(),
+                    };
                     unfinished.push(format!(
-                        "{stage}: {} (attempt {})",
+                        "{stage}: {} (attempt {}{err})",
                         t["state"].as_str().unwrap_or("?"),
                         t["attempt"]
                     ));
                 }
             }
         }
+        let mut why = Vec::new();
+        if let Some(f) = w["failure"].as_str() {
+            why.push(format!("failure: {f}"));
+        }
+        if let Some(r) = w["pause"]["reason"].as_str() {
+            why.push(format!(
+                "paused by {}: {r}",
+                w["pause"]["trigger_source"].as_str().unwrap_or("?")
+            ));
+        }
         out.push(LostWorkflow {
             workflow_id: id.clone(),
             item: item.clone(),
             state: w["state"].as_str().unwrap_or("?").to_string(),
             unfinished,
+            why: (!why.is_empty()).then(|| why.join("; ")),
         });
     }
     out
@@ -393,22 +412,27 @@ pub struct Execution {
     pub end_by: EndBy,
     /// Spans within it during which its worker was stopped (SIGSTOP).
     pub frozen: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+    /// When its handler's work was over: `end`, or the SIGSTOP of its
+    /// worker when the handler's (wall-clock) sleep ran out before the
+    /// SIGCONT: waking, the worker only reports it.
+    pub worked_until: DateTime<Utc>,
 }
 
 impl Execution {
-    /// The spans it ran: start to end without the frozen ones.
+    /// The spans it ran: start to `worked_until` without the frozen ones.
     pub fn running(&self) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
         let mut out = Vec::new();
         let mut from = self.start;
         for (p, c) in &self.frozen {
             if *p > from {
-                out.push((from, *p));
+                out.push((from, (*p).min(self.worked_until)));
             }
             from = from.max(*c);
         }
-        if self.end > from {
-            out.push((from, self.end));
+        if self.worked_until > from {
+            out.push((from, self.worked_until));
         }
+        out.retain(|(a, b)| b > a);
         out
     }
 }
@@ -454,14 +478,16 @@ pub fn executions(events: &[Ev], out: &Outages, task: TimeDelta) -> Vec<Executio
                 .map(|(_, p, c)| (*p, *c))
                 .collect();
             pauses.sort();
+            // A sleep is wall-clock time: it is over at anchor + task,
+            // whether or not its worker was stopped meanwhile.
+            let anchor = acc.started_seen.map_or(start, |s| s.max(start));
+            let sleep_over = anchor + task + slack;
             let (end, end_by) = match acc.end {
                 Some(end) => (end.max(start), EndBy::Event),
                 None => {
-                    // A sleep is wall-clock time: it is over at anchor +
-                    // task unless the worker was stopped then; it then
-                    // ends (completes or is cancelled) as the worker wakes.
-                    let anchor = acc.started_seen.map_or(start, |s| s.max(start));
-                    let mut end = anchor + task + slack;
+                    // Over at anchor + task, unless the worker was stopped
+                    // then: it ends (completes or is cancelled) as it wakes.
+                    let mut end = sleep_over;
                     for (p, c) in &pauses {
                         if *p <= end && end < *c {
                             end = *c;
@@ -473,11 +499,15 @@ pub fn executions(events: &[Ev], out: &Outages, task: TimeDelta) -> Vec<Executio
                     }
                 }
             };
-            let frozen = pauses
+            let frozen: Vec<_> = pauses
                 .into_iter()
                 .filter(|(p, c)| *p < end && *c > start)
                 .map(|(p, c)| (p.max(start), c.min(end)))
                 .collect();
+            let worked_until = frozen
+                .iter()
+                .find(|(_, c)| sleep_over <= *c)
+                .map_or(end, |(p, _)| (*p).min(end));
             Execution {
                 task_id,
                 attempt,
@@ -487,6 +517,7 @@ pub fn executions(events: &[Ev], out: &Outages, task: TimeDelta) -> Vec<Executio
                 end,
                 end_by,
                 frozen,
+                worked_until,
             }
         })
         .collect()
@@ -737,7 +768,15 @@ mod tests {
         let x = executions(&evs, &out, ms(300));
         assert_eq!((x[0].end, x[0].end_by), (t(3100), EndBy::Model));
         assert_eq!(x[0].running(), vec![(t(0), t(100))]);
-        assert_eq!(x[1].running(), vec![(t(50), t(100)), (t(3100), t(3120))]);
+        // Its sleep ran out while it was stopped: waking, it only reports.
+        assert_eq!(x[1].running(), vec![(t(50), t(100))]);
+        // A sleep not over at the SIGCONT goes on after it.
+        let long = executions(
+            &[ev("w/z", 1, TaskStatus::Completed, "w1", 0, 5200)],
+            &out,
+            ms(5000),
+        );
+        assert_eq!(long[0].running(), vec![(t(0), t(100)), (t(3100), t(5200))]);
         // Two others take the slots while it is stopped: never three at once.
         let mut all = x.clone();
         for (i, w) in ["w2", "w3"].iter().enumerate() {

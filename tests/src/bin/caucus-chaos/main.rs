@@ -81,9 +81,11 @@
 //!    ms), or when its worker woke up if it was stopped at that moment (a
 //!    run cancelled because its lease was lost reports nothing). A stopped
 //!    (SIGSTOP) worker runs nothing: its executions do not count while it
-//!    is stopped, and count again from its SIGCONT. Nothing else is
-//!    excused: capacity must hold across kills, Redis data losses and NATS
-//!    restarts (docs/OPERATIONS.md).
+//!    is stopped; after its SIGCONT they count again only if the handler's
+//!    sleep (wall-clock time) was not over by then — otherwise the worker
+//!    merely reports, on waking, a run whose work ended while it was
+//!    stopped. Nothing else is excused: capacity must hold across kills,
+//!    Redis data losses and NATS restarts (docs/OPERATIONS.md).
 //! 4. **Processes that died unasked**: any child (services, nats-server,
 //!    redis-server) that exited without the tool killing it. It is
 //!    restarted (at most 5 times) so the run goes on.

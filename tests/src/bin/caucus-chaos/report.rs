@@ -274,11 +274,15 @@ pub fn summary(r: &Report) -> String {
     );
     s += &some(&r.lost_workflows.cases, 10, |l| {
         format!(
-            "{} {} [{}]: {}",
+            "{} {} [{}]: {}{}",
             l.item,
             l.workflow_id,
             l.state,
-            l.unfinished.join("; ")
+            l.unfinished.join("; "),
+            l.why
+                .as_ref()
+                .map(|w| format!(" — {w}"))
+                .unwrap_or_default()
         )
     });
     let _ = writeln!(
