@@ -764,6 +764,7 @@ impl Scheduler {
         for id in old {
             self.engine.remove(&id);
             self.revisions.remove(&id);
+            self.unindexed.remove(&id);
         }
     }
 
