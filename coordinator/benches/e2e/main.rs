@@ -289,10 +289,21 @@ async fn memory_per_workflow() -> Result<()> {
 
 async fn dispatch_during_submit() -> Result<()> {
     println!("\n[7] dispatch latency of running work during {SUBMIT_ROUNDS} submits of {SUBMIT_ITEMS} items (3-stage chains one after another, 1 worker, idle slots)");
-    for (label, chunk) in [
-        ("steps of 500 (default)", None),
-        ("one step of 10,000", Some(SUBMIT_ITEMS)),
-    ] {
+    // `CAUCUS_BENCH_SUBMIT_CHUNKS=100,500` compares other step sizes.
+    let chunks: Vec<Option<usize>> = match std::env::var("CAUCUS_BENCH_SUBMIT_CHUNKS") {
+        Ok(v) => v
+            .split(',')
+            .filter_map(|c| c.trim().parse().ok())
+            .map(Some)
+            .collect(),
+        Err(_) => vec![None, Some(SUBMIT_ITEMS)],
+    };
+    for chunk in chunks {
+        let label = match chunk {
+            None => "steps of 250 (the default)".to_string(),
+            Some(n) if n >= SUBMIT_ITEMS => format!("one step of {n}"),
+            Some(n) => format!("steps of {n}"),
+        };
         let r = submit_load::run(SUBMIT_ITEMS, SUBMIT_ROUNDS, chunk).await?;
         println!(
             "  {label}: a submit answered in {:.2} s on average ({} bytes); {} chains ran meanwhile",

@@ -277,7 +277,7 @@ impl Default for CoordinatorConfig {
             level_review_mode: LevelReviewMode::Conflicts,
             level_review_agent: "reviewer".into(),
             submission_ttl: day,
-            submit_chunk: 500,
+            submit_chunk: 250,
         }
     }
 }
@@ -384,7 +384,7 @@ mod tests {
     fn submission_keys_load_and_are_checked() {
         let d = CoordinatorConfig::default();
         assert_eq!(d.submission_ttl, Duration::from_secs(24 * 3600));
-        assert_eq!(d.submit_chunk, 500);
+        assert_eq!(d.submit_chunk, 250);
         let c = ConfigLoader::new()
             .env(vec![
                 (
