@@ -111,6 +111,7 @@ use clap::Parser;
 use serde_json::{json, Value};
 
 use analysis::Outages;
+use caucus_shared::subjects::StreamKind;
 use cluster::{Cluster, Journal, Settings};
 use plan::{FaultKind, PlannedFault, Timing};
 
@@ -411,6 +412,8 @@ async fn drive(
 
     // Read everything back.
     let stored = observe::stored_events(&api).await?;
+    let failures = observe::stream_bodies(&api, StreamKind::Failures, "caucus.failures.>").await?;
+    let control = observe::stream_bodies(&api, StreamKind::Control, "caucus.control.>").await?;
     let tapped = tap.finish();
     let kv = kv
         .finish(&api.js(), Instant::now() + Duration::from_secs(20))
@@ -457,6 +460,8 @@ async fn drive(
         stored,
         outages,
         journal,
+        failures,
+        control,
         run_dir: opts.keep.then(|| settings.run_dir.clone()),
     };
     Ok((report::build(inputs), cluster))

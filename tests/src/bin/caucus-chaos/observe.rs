@@ -405,6 +405,47 @@ pub async fn stored_events(api: &Api) -> Result<Vec<Ev>> {
     Ok(out)
 }
 
+/// Every message on `filter` in `stream` as (subject, JSON body); empty
+/// when the stream does not exist.
+pub async fn stream_bodies(
+    api: &Api,
+    stream: StreamKind,
+    filter: &str,
+) -> Result<Vec<(String, Value)>> {
+    let js = api.js();
+    let Ok(stream) = js.get_stream(api.subjects.stream(stream)).await else {
+        return Ok(Vec::new());
+    };
+    let mut c = stream
+        .create_consumer(consumer::pull::Config {
+            filter_subject: filter.to_string(),
+            ack_policy: consumer::AckPolicy::None,
+            inactive_threshold: Duration::from_secs(30),
+            ..Default::default()
+        })
+        .await?;
+    let total = c.info().await?.num_pending as usize;
+    let mut out = Vec::with_capacity(total);
+    if total == 0 {
+        return Ok(out);
+    }
+    let mut msgs = c
+        .stream()
+        .expires(Duration::from_secs(2))
+        .heartbeat(Duration::from_millis(500))
+        .messages()
+        .await?;
+    while out.len() < total {
+        let m = tokio::time::timeout(Duration::from_secs(20), msgs.next())
+            .await
+            .context("reading a stream timed out")?
+            .context("the stream ended early")??;
+        let body = serde_json::from_slice(&m.payload).unwrap_or(Value::Null);
+        out.push((m.subject.to_string(), body));
+    }
+    Ok(out)
+}
+
 /// Polls until the task queue is empty and no task event has been stored
 /// for `quiet`; `false` at the deadline.
 pub async fn quiesce(api: &Api, quiet: Duration, deadline: Instant) -> bool {

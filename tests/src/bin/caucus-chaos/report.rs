@@ -34,6 +34,10 @@ pub struct Inputs {
     pub stored: Vec<Ev>,
     pub outages: Outages,
     pub journal: Journal,
+    /// `agent_failure_event`s on `caucus.failures.>` (subject, envelope).
+    pub failures: Vec<(String, Value)>,
+    /// Messages on `caucus.control.>` (pause requests, batch triggers, …).
+    pub control: Vec<(String, Value)>,
     pub run_dir: Option<PathBuf>,
 }
 
@@ -101,6 +105,12 @@ pub struct Observed {
     pub kv_unreadable: u64,
     pub incarnations: usize,
     pub not_ready: Vec<String>,
+    /// Failure events (`caucus.failures.>`) per error type: what the
+    /// correlator saw.
+    pub failures_by_type: BTreeMap<String, usize>,
+    /// Control messages (`caucus.control.<type>`) per type, e.g.
+    /// `batch_trigger` when the correlator asked for a batch pause.
+    pub control_by_type: BTreeMap<String, usize>,
 }
 
 /// The whole report (`--json`).
@@ -215,9 +225,26 @@ pub fn build(i: Inputs) -> Report {
             kv_unreadable: i.kv.unreadable,
             incarnations: i.journal.incarnations.len(),
             not_ready: i.journal.not_ready.clone(),
+            failures_by_type: count_by(&i.failures, |(_, b)| {
+                b["content"]["error_type"]
+                    .as_str()
+                    .unwrap_or("?")
+                    .to_string()
+            }),
+            control_by_type: count_by(&i.control, |(s, _)| {
+                s.rsplit('.').next().unwrap_or("?").to_string()
+            }),
         },
         run_dir: i.run_dir,
     }
+}
+
+fn count_by<T>(items: &[T], key: impl Fn(&T) -> String) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for i in items {
+        *out.entry(key(i)).or_default() += 1;
+    }
+    out
 }
 
 fn verdict(violated: bool) -> &'static str {
@@ -354,6 +381,20 @@ pub fn summary(r: &Report) -> String {
         r.submissions.ambiguous,
         r.submissions.unacknowledged_unfinished.len()
     );
+    let list = |m: &BTreeMap<String, usize>| {
+        m.iter()
+            .map(|(k, n)| format!("{k} ×{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !r.observed.failures_by_type.is_empty() || !r.observed.control_by_type.is_empty() {
+        let _ = writeln!(
+            s,
+            "  failure events: [{}]; control messages: [{}]",
+            list(&r.observed.failures_by_type),
+            list(&r.observed.control_by_type)
+        );
+    }
     for n in &r.observed.not_ready {
         let _ = writeln!(s, "  warning: {n}");
     }
