@@ -227,6 +227,10 @@ async fn a_submission_cut_short_by_a_crash_is_finished_by_the_retry() {
             .expect("the id in the message")
             .to_string()
     };
+    // The raw request below does not retry `standby`: wait for a leader.
+    api.call("coordinator", "status", json!({"ids": ["-"]}))
+        .await
+        .expect("a leader");
     let nats = api.nats.clone();
     let sent = body.clone();
     let lost = tokio::spawn(async move {
