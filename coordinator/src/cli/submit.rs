@@ -123,6 +123,12 @@ pub async fn run(
     let base = serde_json::to_vec(&body)?.len();
     let parts = split_items(items, base, limit);
     if parts.len() > 1 {
+        if watch {
+            eprintln!(
+                "--watch follows one submission; this one goes as {} (see caucus submission)",
+                parts.len()
+            );
+        }
         return run_parts(client, body, &key, parts, as_json).await;
     }
     body["items"] = json!(parts.into_iter().next().unwrap_or_default());
