@@ -83,6 +83,9 @@ pub struct FaultOut {
 #[derive(Debug, Serialize)]
 pub struct Submissions {
     pub acknowledged: usize,
+    /// Whether the submits carried idempotency keys (else items were
+    /// looked up after an ambiguous failure).
+    pub idempotency_keys: bool,
     /// Submit requests that failed in a way that may have stored them.
     pub ambiguous: u32,
     /// Items never accepted before the submit deadline.
@@ -209,6 +212,7 @@ pub fn build(i: Inputs) -> Report {
         unasked_deaths: deaths,
         submissions: Submissions {
             acknowledged: i.tracked.len(),
+            idempotency_keys: i.submitted.keyed,
             ambiguous: i.submitted.ambiguous,
             never_accepted,
             unacknowledged_unfinished,
