@@ -104,6 +104,26 @@ pub enum ErrorClass {
     Permanent,
 }
 
+/// `error_type`s the coordinator itself records for an attempt (the worker
+/// never sent a result). The first two are infrastructure trouble (a lost
+/// worker or event, NATS unwell) and are retried; they say nothing about the
+/// agent or its data sources, so they are not reported to the correlator.
+pub mod coordinator_errors {
+    /// No `started`/`progress` for `ack_wait + lease_ttl`.
+    pub const SILENT: &str = "silent";
+    /// JetStream did not confirm the dispatch.
+    pub const DISPATCH_FAILED: &str = "dispatch_failed";
+    /// JetStream gave up delivering the task (`max_deliver`).
+    pub const MAX_DELIVERIES: &str = "max_deliveries";
+    /// The worker's event about the attempt was dead-lettered.
+    pub const EVENT_DEAD_LETTERED: &str = "event_dead_lettered";
+
+    /// Whether `error_type` is infrastructure trouble, not the agent's.
+    pub fn is_infrastructure(error_type: &str) -> bool {
+        matches!(error_type, SILENT | DISPATCH_FAILED)
+    }
+}
+
 /// Why a task attempt failed.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct TaskError {

@@ -127,7 +127,7 @@ fn dead_lettered(msg: &jetstream::Message) -> Option<Command> {
         attempt,
         error: TaskError {
             class: ErrorClass::Permanent,
-            error_type: "event_dead_lettered".into(),
+            error_type: caucus_shared::task::coordinator_errors::EVENT_DEAD_LETTERED.into(),
             message: format!(
                 "the worker's '{status}' event could not be read and went to the DLQ \
                  (subject {}); see the DLQ stream for the reason",

@@ -144,7 +144,12 @@ impl PauseManager {
             task_id: Some(ev.task_id.clone()),
         };
         let msg_id = format!("failure:{}@{}", ev.task_id, ev.attempt);
+        // A lost worker or event is no agent failure: reported, the
+        // correlator would take a burst of them (say NATS restarting) for
+        // an incident and pause batches for a person.
+        let reported = !caucus_shared::task::coordinator_errors::is_infrastructure(&err.error_type);
         match Envelope::with_content(FROM, &content) {
+            _ if !reported => {}
             Ok(env) => self.push(
                 self.subjects.failures(&ev.agent_type),
                 env.with_id(msg_id.clone()).with_timestamp(ev.at),

@@ -858,7 +858,7 @@ impl Scheduler {
             d.attempt,
             caucus_shared::task::TaskError {
                 class: caucus_shared::task::ErrorClass::Transient,
-                error_type: "dispatch_failed".into(),
+                error_type: caucus_shared::task::coordinator_errors::DISPATCH_FAILED.into(),
                 message: format!("the dispatch could not be published: {error}"),
                 data_source: None,
             },
@@ -949,7 +949,7 @@ impl Scheduler {
                 attempt,
                 caucus_shared::task::TaskError {
                     class: caucus_shared::task::ErrorClass::Transient,
-                    error_type: "silent".into(),
+                    error_type: caucus_shared::task::coordinator_errors::SILENT.into(),
                     message: format!(
                         "no started or progress event for {} ms (worker lost, or its events were)",
                         self.silence.as_millis()

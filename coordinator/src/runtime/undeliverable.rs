@@ -105,7 +105,7 @@ pub async fn run(
                 attempt: d.attempt,
                 error: TaskError {
                     class: ErrorClass::Permanent,
-                    error_type: "max_deliveries".into(),
+                    error_type: caucus_shared::task::coordinator_errors::MAX_DELIVERIES.into(),
                     message: format!(
                         "delivered {} times to consumer {} without an ack (worker.max_deliver); \
                          the agent crashes or hangs on this task",
