@@ -98,7 +98,8 @@ impl ConfigLoader {
 
     /// Merges the layers and validates the result.
     pub fn load(&self) -> Result<Config, Error> {
-        let mut tree = serde_json::to_value(Config::default())?;
+        let defaults = serde_json::to_value(Config::default())?;
+        let mut tree = defaults.clone();
         if let Some(path) = &self.file {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| Error::Config(format!("cannot read {}: {e}", path.display())))?;
@@ -110,13 +111,13 @@ impl ConfigLoader {
         let mut env = self.env.clone();
         env.sort();
         for (k, v) in &env {
-            if let Some(path) = env_key_to_path(k, &tree) {
+            if let Some(path) = env_key_to_path(k, &tree, &defaults) {
                 set_path(&mut tree, &path, v, &format!("env {k}"))?;
             }
         }
         for (k, v) in &self.flags {
             let path: Vec<String> = k.split('.').map(str::to_string).collect();
-            if lookup(&tree, &path).is_none() {
+            if lookup(&tree, &path).is_none() && !in_free_map(&path, &defaults) {
                 return Err(Error::Config(format!("unknown config key `{k}`")));
             }
             set_path(&mut tree, &path, v, &format!("flag {k}"))?;
@@ -163,7 +164,7 @@ fn merge_checked(base: &mut Value, over: &Value, at: &str, origin: &str) -> Resu
 }
 
 /// `CAUCUS_WORKER_LEASE_TTL` → `["worker","lease_ttl"]` when that key exists.
-fn env_key_to_path(var: &str, tree: &Value) -> Option<Vec<String>> {
+fn env_key_to_path(var: &str, tree: &Value, defaults: &Value) -> Option<Vec<String>> {
     let rest = var.strip_prefix("CAUCUS_")?.to_ascii_lowercase();
     let mut parts: Vec<String> = rest.split("__").map(str::to_string).collect();
     let first = parts.remove(0);
@@ -183,9 +184,17 @@ fn env_key_to_path(var: &str, tree: &Value) -> Option<Vec<String>> {
     let parent = lookup(tree, &path[..path.len() - 1])?;
     match parent {
         Value::Object(m) if m.contains_key(path.last()?) => Some(path),
-        Value::Object(m) if m.is_empty() && path.len() > 2 => Some(path),
+        Value::Object(_) if in_free_map(&path, defaults) => Some(path),
         _ => None,
     }
+}
+
+/// Whether `path` names a key of a free-key map (one whose default is
+/// empty, e.g. `worker.capacity_cap`): any key may be added to it, however
+/// many other layers or variables added keys before.
+fn in_free_map(path: &[String], defaults: &Value) -> bool {
+    path.len() > 2
+        && matches!(lookup(defaults, &path[..path.len() - 1]), Some(Value::Object(m)) if m.is_empty())
 }
 
 fn lookup<'a>(tree: &'a Value, path: &[String]) -> Option<&'a Value> {
@@ -240,6 +249,27 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn several_env_keys_of_one_free_map_all_count() {
+        let c = ConfigLoader::new()
+            .env([
+                (
+                    "CAUCUS_WORKER_CAPACITY_CAP__VALUATION".to_string(),
+                    "2".to_string(),
+                ),
+                (
+                    "CAUCUS_WORKER_CAPACITY_CAP__BUSINESS".to_string(),
+                    "3".to_string(),
+                ),
+            ])
+            .set("worker.capacity_cap.report", "4")
+            .load()
+            .unwrap();
+        assert_eq!(c.worker.capacity_cap.get("valuation"), Some(&2));
+        assert_eq!(c.worker.capacity_cap.get("business"), Some(&3));
+        assert_eq!(c.worker.capacity_cap.get("report"), Some(&4));
     }
 
     #[test]
