@@ -193,20 +193,8 @@ async fn coordinator_restart_resumes_from_kv() {
     let refs: Vec<&str> = items.iter().map(String::as_str).collect();
     let ids = api.submit(&refs, p, 10).await;
     // Let part of the batch finish, then kill the coordinator.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let done = api
-            .status(&ids)
-            .await
-            .iter()
-            .filter(|w| w["state"] == "completed")
-            .count();
-        if done >= 2 {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    api.wait_some_completed(&ids, 2, Duration::from_secs(20))
+        .await;
     c1.kill();
     let _c2 = coordinator(&stack, &[]);
     let wfs = api.wait_completed(&ids, Duration::from_secs(60)).await;

@@ -111,20 +111,8 @@ async fn paused_leader_writes_nothing_after_it_wakes() {
     let refs: Vec<&str> = items.iter().map(String::as_str).collect();
     let ids = api.submit(&refs, p, 10).await;
     // Freeze the leader while the batch is running.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let done = api
-            .status(&ids)
-            .await
-            .iter()
-            .filter(|w| w["state"] == "completed")
-            .count();
-        if done >= 3 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "batch never got going");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    api.wait_some_completed(&ids, 3, Duration::from_secs(20))
+        .await;
     c1.pause();
     let second_epoch = wait_leading(&c2, Duration::from_secs(15));
     assert!(

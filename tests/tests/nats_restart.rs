@@ -38,16 +38,8 @@ async fn nats_restart_mid_batch_loses_nothing_and_keeps_the_cap() {
         let api = Api::connect(&stack).await;
         let ids = api.submit(&refs, p, 10).await;
         // Restart once part of the batch is done.
-        common::eventually("a few completed", Duration::from_secs(30), || async {
-            let done = api
-                .status(&ids)
-                .await
-                .iter()
-                .filter(|w| w["state"] == "completed")
-                .count();
-            (done >= 3).then_some(())
-        })
-        .await;
+        api.wait_some_completed(&ids, 3, Duration::from_secs(30))
+            .await;
         ids
     };
     stack.nats.kill();

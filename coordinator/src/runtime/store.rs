@@ -132,20 +132,12 @@ impl WorkflowStore {
                 .await
                 .map_err(|e| nats_err(bucket, e))
         };
-        let (records, active, outputs) = tokio::try_join!(
+        let buckets = tokio::try_join!(
             open(WORKFLOWS_BUCKET),
             open(ACTIVE_BUCKET),
             open(OUTPUTS_BUCKET)
         )?;
-        Ok(WorkflowStore {
-            js: js.clone(),
-            records,
-            records_bucket: subjects.bucket(WORKFLOWS_BUCKET),
-            active,
-            outputs,
-            outputs_bucket: subjects.bucket(OUTPUTS_BUCKET),
-            retain,
-        })
+        Ok(Self::over(js, subjects, retain, buckets))
     }
 
     /// The buckets as they are (for readers such as the audit API, which
@@ -160,12 +152,21 @@ impl WorkflowStore {
                 .await
                 .map_err(|e| nats_err(bucket, e))
         };
-        let (records, active, outputs) = tokio::try_join!(
+        let buckets = tokio::try_join!(
             open(WORKFLOWS_BUCKET),
             open(ACTIVE_BUCKET),
             open(OUTPUTS_BUCKET)
         )?;
-        Ok(WorkflowStore {
+        Ok(Self::over(js, subjects, retain, buckets))
+    }
+
+    fn over(
+        js: &jetstream::Context,
+        subjects: &Subjects,
+        retain: Duration,
+        (records, active, outputs): (kv::Store, kv::Store, kv::Store),
+    ) -> WorkflowStore {
+        WorkflowStore {
             js: js.clone(),
             records,
             records_bucket: subjects.bucket(WORKFLOWS_BUCKET),
@@ -173,7 +174,7 @@ impl WorkflowStore {
             outputs,
             outputs_bucket: subjects.bucket(OUTPUTS_BUCKET),
             retain,
-        })
+        }
     }
 
     /// Creates a new record (and first its index entry); fails if the id

@@ -131,6 +131,28 @@ impl Api {
         }
     }
 
+    /// Polls until at least `n` of `ids` are completed (a batch under way,
+    /// ready for a fault).
+    pub async fn wait_some_completed(&self, ids: &[String], n: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let done = self
+                .status(ids)
+                .await
+                .iter()
+                .filter(|w| w["state"] == "completed")
+                .count();
+            if done >= n {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "only {done} of {n} completed in time"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Polls until every workflow is completed (panics on failed or timeout).
     pub async fn wait_completed(&self, ids: &[String], timeout: Duration) -> Vec<Value> {
         let deadline = Instant::now() + timeout;
