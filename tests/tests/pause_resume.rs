@@ -386,13 +386,16 @@ async fn batch_trigger_pauses_only_named_items_and_bad_commands_dead_letter() {
         (json!(3), json!(3)),
         "{st}"
     );
-    let mut expected: Vec<(String, String)> = st["items"]
+    // The batch resumes the oldest pause first, equal pause times by item
+    // (workflow ids are not ordered: a submission derives them by hash).
+    let mut expected: Vec<(String, String, String)> = st["items"]
         .as_array()
         .unwrap()
         .iter()
         .map(|i| {
             (
                 i["paused_at"].as_str().unwrap().to_string(),
+                i["item"].as_str().unwrap().to_string(),
                 i["workflow_id"].as_str().unwrap().to_string(),
             )
         })
@@ -425,7 +428,7 @@ async fn batch_trigger_pauses_only_named_items_and_bad_commands_dead_letter() {
         .collect();
     order.sort();
     let got: Vec<&String> = order.iter().map(|(_, id)| id).collect();
-    let want: Vec<&String> = expected.iter().map(|(_, id)| id).collect();
+    let want: Vec<&String> = expected.iter().map(|(_, _, id)| id).collect();
     assert_eq!(got, want, "resume order follows the pause order");
     let s = starts(&api).await;
     for id in &ids {
