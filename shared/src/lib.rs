@@ -11,6 +11,7 @@ pub mod clock;
 pub mod config;
 pub mod envelope;
 pub mod error;
+pub mod health;
 pub mod messages;
 pub mod nats;
 pub mod redis;

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::clock::{SharedClock, SystemClock};
+use crate::health::{self, Health};
 use crate::nats::{self, ApiError, ApiServer, Dlq};
 use crate::redis::{self as credis, redact_url, RedisPool};
 use crate::subjects::Subjects;
@@ -56,6 +57,10 @@ pub struct ServiceContext {
     pub tasks: TaskTracker,
     /// Wall-clock time.
     pub clock: SharedClock,
+    /// What `health` reports: the service probes NATS and Redis itself;
+    /// loops that depend on them (leadership, heartbeats) mark their own
+    /// component.
+    pub health: Health,
 }
 
 impl std::fmt::Debug for ServiceContext {
@@ -125,8 +130,10 @@ impl Service {
         let redis = credis::connect(&config.redis).await?;
         let js = jetstream::new(client.clone());
         nats::ensure_streams(&js, &subjects, &config).await?;
+        let health = Health::new();
         let api = ApiServer::new(client.clone(), subjects.clone(), service)
-            .with_instance_id(instance_id.clone());
+            .with_instance_id(instance_id.clone())
+            .with_health(health.clone());
         let ctx = ServiceContext {
             service: service.to_string(),
             instance_id,
@@ -139,6 +146,7 @@ impl Service {
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
             clock: Arc::new(SystemClock),
+            health,
         };
         Ok(Service { ctx, api, started })
     }
@@ -177,6 +185,7 @@ impl Service {
             startup_ms = started.elapsed().as_millis() as u64,
             "service ready"
         );
+        let probe = tokio::spawn(probe(ctx.clone()));
         let mut body = tokio::spawn(body(ctx.clone()));
         let mut outcome: Option<Exit> = None;
         tokio::select! {
@@ -224,7 +233,56 @@ impl Service {
             tracing::debug!(error = %e, "final NATS flush failed");
         }
         forced.abort();
+        probe.abort();
         Ok(exit)
+    }
+}
+
+/// How often [`probe`] checks NATS and Redis.
+const PROBE_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+/// How long Redis may take to answer the probe's `PING`.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Marks [`health::NATS`] and [`health::REDIS`] degraded while the NATS
+/// connection is down or Redis does not answer a `PING` within
+/// [`PROBE_TIMEOUT`]; logs each change once.
+async fn probe(ctx: ServiceContext) {
+    let mut tick = tokio::time::interval(PROBE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ctx.shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match ctx.nats.connection_state() {
+            async_nats::connection::State::Connected => {
+                if ctx.health.ok(health::NATS) {
+                    tracing::info!("NATS reachable again");
+                }
+            }
+            state => {
+                let why = format!("NATS unreachable (connection {state})");
+                if ctx.health.degraded(health::NATS, why.clone()) {
+                    tracing::warn!(reason = %why, "health degraded");
+                }
+            }
+        }
+        let ping = tokio::time::timeout(PROBE_TIMEOUT, credis::ping(&ctx.redis))
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer to PING within {PROBE_TIMEOUT:?}")));
+        match ping {
+            Ok(()) => {
+                if ctx.health.ok(health::REDIS) {
+                    tracing::info!("Redis reachable again");
+                }
+            }
+            Err(e) => {
+                let why = format!("Redis unreachable: {e}");
+                if ctx.health.degraded(health::REDIS, why.clone()) {
+                    tracing::warn!(reason = %why, "health degraded");
+                }
+            }
+        }
     }
 }
 

@@ -105,6 +105,7 @@ async fn run_worker(ctx: ServiceContext) -> Result<(), String> {
         worker_id: ctx.instance_id.clone(),
         handler: Handler::new(spec, builtin).with_max_output_bytes(cfg.worker.max_output_bytes),
         dataset,
+        health: ctx.health.clone(),
     };
     runtime::run(deps, &ctx.tasks)
         .await

@@ -286,12 +286,15 @@ pub fn submit_routes(svc: &mut caucus_shared::service::Service, slot: super::Sha
     {
         let subs = subs.clone();
         let clock = ctx.clock.clone();
+        let health = ctx.health.clone();
         svc.route("submit", move |body| {
             let slot = slot.clone();
             let clock = clock.clone();
             let settings = settings.clone();
             let subs = subs.clone();
-            async move { submit(body, || super::leader_only(&slot), clock, settings, subs).await }
+            let health = health.clone();
+            let leader = move || super::leader_only(&slot, &health);
+            async move { submit(body, leader, clock, settings, subs).await }
         });
     }
     svc.route("submission", move |body| {

@@ -11,6 +11,9 @@ use caucus_shared::redis::{CapacitySemaphore, RedisPool};
 
 use super::scheduler::{Capacities, Command, SchedulerHandle};
 
+/// Warnings repeated at most this often while Redis is unreachable.
+const WARN_EVERY: Duration = Duration::from_secs(30);
+
 /// Reads all capacities once.
 pub async fn read(
     pool: &RedisPool,
@@ -35,6 +38,7 @@ pub async fn run(
 ) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_warn: Option<std::time::Instant> = None;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -42,6 +46,9 @@ pub async fn run(
         }
         match read(&pool, &prefix).await {
             Ok(now) => {
+                if last_warn.take().is_some() {
+                    tracing::info!("capacities readable again");
+                }
                 let changed = {
                     let mut c = caps.write().expect("capacity lock");
                     let changed = *c != now;
@@ -52,7 +59,13 @@ pub async fn run(
                     let _ = scheduler.try_send(Command::Poke);
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "cannot read capacities from Redis"),
+            // Once per WARN_EVERY, not every tick, while Redis is away.
+            Err(e) => {
+                if last_warn.is_none_or(|t| t.elapsed() >= WARN_EVERY) {
+                    tracing::warn!(error = %e, "cannot read capacities from Redis; retrying");
+                    last_warn = Some(std::time::Instant::now());
+                }
+            }
         }
     }
 }

@@ -59,6 +59,8 @@ pub struct CoordinatorDeps {
     pub clock: SharedClock,
     /// This instance's id (leadership token).
     pub instance_id: String,
+    /// What `health` reports; the leadership loop marks its component.
+    pub health: caucus_shared::health::Health,
 }
 
 /// Errors that stop the coordinator.
@@ -131,7 +133,8 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
     // rise (docs/RELIABILITY.md).
     let mut floor = 0u64;
     while !deps.shutdown.is_cancelled() {
-        let Some(held) = leader::acquire(&lock, cfg.leader_lease, floor, &deps.shutdown).await
+        let Some(held) =
+            leader::acquire(&lock, cfg.leader_lease, floor, &deps.shutdown, &deps.health).await
         else {
             break;
         };
@@ -154,6 +157,7 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             held.clone(),
             cfg.leader_lease,
             deps.shutdown.clone(),
+            deps.health.clone(),
         ));
         let caps: Capacities = Arc::new(RwLock::new(HashMap::new()));
         if let Ok(c) = capacity::read(&deps.redis, deps.subjects.prefix()).await {
@@ -299,19 +303,32 @@ pub fn deps_from(ctx: &caucus_shared::service::ServiceContext) -> CoordinatorDep
         shutdown: ctx.shutdown.clone(),
         clock: ctx.clock.clone(),
         instance_id: ctx.instance_id.clone(),
+        health: ctx.health.clone(),
     }
 }
 
-fn leader_only(slot: &SharedScheduler) -> Result<SchedulerHandle, caucus_shared::nats::ApiError> {
-    slot.read()
-        .ok()
-        .and_then(|s| s.clone())
-        .ok_or_else(|| {
-            caucus_shared::nats::ApiError::new(
-                "standby",
-                "this coordinator is standing by (not the leader); retry: the request goes to another instance",
-            )
-        })
+/// The scheduler while this instance leads. Otherwise `unavailable` naming
+/// the cause when leadership cannot even be contended for (Redis
+/// unreachable), and `standby` only when it can (another instance leads, or
+/// this one is still starting).
+fn leader_only(
+    slot: &SharedScheduler,
+    health: &caucus_shared::health::Health,
+) -> Result<SchedulerHandle, caucus_shared::nats::ApiError> {
+    if let Some(s) = slot.read().ok().and_then(|s| s.clone()) {
+        return Ok(s);
+    }
+    use caucus_shared::health::{LEADERSHIP, REDIS};
+    if let Some(why) = health.reason(LEADERSHIP).or_else(|| health.reason(REDIS)) {
+        return Err(caucus_shared::nats::ApiError::new(
+            "unavailable",
+            format!("this coordinator cannot lead: {why}"),
+        ));
+    }
+    Err(caucus_shared::nats::ApiError::new(
+        "standby",
+        "this coordinator is standing by (not the leader); retry: the request goes to another instance",
+    ))
 }
 
 /// Registers the coordinator's API routes on `svc`.
@@ -338,17 +355,21 @@ pub fn routes(svc: &mut caucus_shared::service::Service, slot: SharedScheduler) 
     }
     {
         let slot = slot.clone();
+        let health = ctx.health.clone();
         svc.route("status", move |body| {
             let slot = slot.clone();
-            async move { api::status(body, || leader_only(&slot)).await }
+            let health = health.clone();
+            async move { api::status(body, || leader_only(&slot, &health)).await }
         });
     }
     svc.route("plan", |body| async move { api::plan(body) });
     for op in control_api::OPERATIONS {
         let slot = slot.clone();
+        let health = ctx.health.clone();
         svc.route(op, move |body| {
             let slot = slot.clone();
-            async move { control_api::call(op, body, || leader_only(&slot)).await }
+            let health = health.clone();
+            async move { control_api::call(op, body, || leader_only(&slot, &health)).await }
         });
     }
     crate::patterns::register(svc);
@@ -360,11 +381,13 @@ pub fn routes(svc: &mut caucus_shared::service::Service, slot: SharedScheduler) 
     for op in ["gates", "gate", "gate_decide", "gate_review", "rerun"] {
         let slot = slot.clone();
         let api = gate_api.clone();
+        let health = ctx.health.clone();
         svc.route(op, move |body| {
             let slot = slot.clone();
             let api = api.clone();
+            let health = health.clone();
             async move {
-                let handle = leader_only(&slot)?;
+                let handle = leader_only(&slot, &health)?;
                 match op {
                     "gates" => api.list(handle, body).await,
                     "gate" => api.package(handle, body).await,

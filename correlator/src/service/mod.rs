@@ -113,7 +113,9 @@ pub async fn run(ctx: ServiceContext) -> Result<(), ServiceError> {
     while !ctx.shutdown.is_cancelled() {
         // The correlator's effects are idempotent by id, so its epoch only
         // needs to rise while Redis remembers it (floor 0).
-        let Some(held) = leader::acquire(&lock, cfg.leader_lease, 0, &ctx.shutdown).await else {
+        let Some(held) =
+            leader::acquire(&lock, cfg.leader_lease, 0, &ctx.shutdown, &ctx.health).await
+        else {
             break;
         };
         tracing::info!(instance_id = %ctx.instance_id, epoch = held.epoch(), "leading");
@@ -123,6 +125,7 @@ pub async fn run(ctx: ServiceContext) -> Result<(), ServiceError> {
             held.clone(),
             cfg.leader_lease,
             ctx.shutdown.clone(),
+            ctx.health.clone(),
         ));
         let watcher = {
             let (lost, term) = (held.lost().clone(), term.clone());

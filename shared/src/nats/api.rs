@@ -113,6 +113,7 @@ pub struct ApiServer {
     instance_id: String,
     started: Instant,
     routes: HashMap<String, Handler>,
+    health: crate::health::Health,
 }
 
 impl std::fmt::Debug for ApiServer {
@@ -138,7 +139,14 @@ impl ApiServer {
             instance_id: uuid::Uuid::new_v4().to_string(),
             started: Instant::now(),
             routes: HashMap::new(),
+            health: crate::health::Health::new(),
         }
+    }
+
+    /// The state `health` reports (`ok` until a component is degraded).
+    pub fn with_health(mut self, health: crate::health::Health) -> Self {
+        self.health = health;
+        self
     }
 
     /// Sets the instance id `health` reports.
@@ -182,7 +190,12 @@ impl ApiServer {
     ) -> Result<(), Error> {
         self.routes.insert(
             "health".into(),
-            health(&self.service, &self.instance_id, self.started),
+            health(
+                &self.service,
+                &self.instance_id,
+                self.started,
+                self.health.clone(),
+            ),
         );
         let wildcard = format!(
             "{}.api.{}.*",
@@ -225,16 +238,27 @@ impl ApiServer {
     }
 }
 
-fn health(service: &str, instance_id: &str, started: Instant) -> Handler {
+/// `status` is `ok` or `degraded`; `degraded` names each component that
+/// cannot do its work and why (`{"redis": "Redis unreachable: …"}`).
+fn health(
+    service: &str,
+    instance_id: &str,
+    started: Instant,
+    state: crate::health::Health,
+) -> Handler {
     let (service, instance_id) = (service.to_string(), instance_id.to_string());
     Arc::new(move |_| {
-        let reply = json!({
+        let mut reply = json!({
             "service": service,
             "instance_id": instance_id,
             "version": env!("CARGO_PKG_VERSION"),
             "uptime_ms": started.elapsed().as_millis() as u64,
-            "status": "ok",
+            "status": state.status(),
         });
+        let problems = state.problems();
+        if !problems.is_empty() {
+            reply["degraded"] = json!(problems);
+        }
         async move { Ok(reply) }.boxed()
     })
 }

@@ -44,7 +44,7 @@ pub async fn connect(cfg: &RedisConfig) -> Result<RedisPool, Error> {
     })
 }
 
-async fn ping(pool: &RedisPool) -> Result<(), String> {
+pub(crate) async fn ping(pool: &RedisPool) -> Result<(), String> {
     let mut c = pool.get().await.map_err(|e| e.to_string())?;
     redis::cmd("PING")
         .query_async::<String>(&mut c)

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::OwnedLock;
+use crate::health::{self, Health};
 
 /// A held leader lease: its epoch and whether it may still act.
 #[derive(Clone, Debug)]
@@ -120,32 +121,54 @@ pub fn safety_margin(lease: Duration) -> Duration {
 /// Warnings repeated at most this often while Redis is unreachable.
 const WARN_EVERY: Duration = Duration::from_secs(30);
 
+/// Why [`health::LEADERSHIP`] is degraded while the lock cannot be taken.
+pub const CANNOT_TAKE: &str = "Redis unreachable: cannot take the leader lock";
+/// Why [`health::LEADERSHIP`] is degraded while the lease cannot be renewed.
+pub const CANNOT_RENEW: &str = "Redis unreachable: cannot renew the leader lease";
+
 /// Waits until this instance holds the lock (or shutdown: `None`). `floor`
-/// is the highest epoch the caller knows of from durable state.
+/// is the highest epoch the caller knows of from durable state. `health`'s
+/// [`health::LEADERSHIP`] is degraded ([`CANNOT_TAKE`]) while Redis cannot
+/// be asked (or does not answer within `lease / 4`), fine otherwise.
 pub async fn acquire(
     lock: &OwnedLock,
     lease: Duration,
     floor: u64,
     shutdown: &CancellationToken,
+    health: &Health,
 ) -> Option<LeaderLease> {
     let mut logged_standby = false;
     let mut last_warn: Option<Instant> = None;
     loop {
         let sent_at = Instant::now();
-        match lock.try_acquire_epoch(lease, floor).await {
+        // A Redis that stopped answering (but keeps the socket) is an error
+        // too; a holder that retries keeps its epoch, so giving up on an
+        // answer that did arrive at Redis is harmless.
+        let tried = tokio::time::timeout(lease / 4, lock.try_acquire_epoch(lease, floor))
+            .await
+            .unwrap_or_else(|_| {
+                Err(crate::Error::Pool(format!(
+                    "no answer within {:?}",
+                    lease / 4
+                )))
+            });
+        match tried {
             Ok(Some(epoch)) => {
                 if last_warn.is_some() {
                     tracing::info!(lock = %lock.name(), "leader lock reachable again");
                 }
+                health.ok(health::LEADERSHIP);
                 return Some(LeaderLease::new(epoch, sent_at, lease));
             }
             Ok(None) => {
+                health.ok(health::LEADERSHIP);
                 if !logged_standby {
                     tracing::info!(lock = %lock.name(), "another instance is active; standing by");
                     logged_standby = true;
                 }
             }
             Err(e) => {
+                health.degraded(health::LEADERSHIP, format!("{CANNOT_TAKE} ({e})"));
                 if last_warn.is_none_or(|t| t.elapsed() >= WARN_EVERY) {
                     tracing::warn!(lock = %lock.name(), error = %e, "leader lock unavailable (Redis unreachable?); retrying");
                     last_warn = Some(Instant::now());
@@ -163,11 +186,14 @@ pub async fn acquire(
 /// no renewal before the lease ran out) or shutdown, which releases it.
 /// A lock that vanished (Redis lost its data) is not quietly re-taken: the
 /// holder steps down and competes again, so the next tenure is fenced.
+/// A renewal that fails (or gets no answer within `lease / 3`) degrades
+/// `health`'s [`health::LEADERSHIP`] ([`CANNOT_RENEW`]) until one succeeds.
 pub async fn keep(
     lock: OwnedLock,
     held: LeaderLease,
     lease: Duration,
     shutdown: CancellationToken,
+    health: Health,
 ) {
     let period = lease / 3;
     loop {
@@ -183,8 +209,16 @@ pub async fn keep(
             _ = tokio::time::sleep(period) => {}
         }
         let sent_at = Instant::now();
-        match lock.extend(lease).await {
-            Ok(true) => held.renewed(sent_at),
+        // No answer in time counts as a failed renewal (the lease is not
+        // extended by our clock even if Redis did extend it).
+        let extended = tokio::time::timeout(period, lock.extend(lease))
+            .await
+            .unwrap_or_else(|_| Err(crate::Error::Pool(format!("no answer within {period:?}"))));
+        match extended {
+            Ok(true) => {
+                held.renewed(sent_at);
+                health.ok(health::LEADERSHIP);
+            }
             Ok(false) => {
                 held.step_down(
                     "leader lock lost (taken by another instance or Redis lost its data)",
@@ -192,6 +226,7 @@ pub async fn keep(
                 return;
             }
             Err(e) => {
+                health.degraded(health::LEADERSHIP, format!("{CANNOT_RENEW} ({e})"));
                 if !held.is_valid() {
                     held.step_down("cannot renew the leader lock before the lease ran out");
                     return;

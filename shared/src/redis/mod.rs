@@ -18,6 +18,7 @@ mod scripts;
 mod semaphore;
 mod sync_gate;
 
+pub(crate) use connect::ping;
 pub use connect::{connect, redact_url, RedisPool};
 pub use counter::{AddOutcome, BoundedCounter};
 pub use keys::{validate_name, DEFAULT_PREFIX};

@@ -3,13 +3,17 @@
 //! re-sets the cap) within the recovery window the semaphore opens after a
 //! data loss, since `heartbeat_interval < lease_ttl`. Every call is bounded
 //! by the interval, so a Redis that stops answering never stalls the beat.
+//! While beats fail, `health` reports the component `heartbeat:<agent type>`
+//! degraded (this worker's capacity lapses from the cluster after its ttl).
 
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use caucus_shared::health::Health;
 use caucus_shared::redis::CapacitySemaphore;
 
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn run(
     sem: CapacitySemaphore,
     worker_id: String,
@@ -18,7 +22,9 @@ pub(super) async fn run(
     ttl: Duration,
     every: Duration,
     stop: CancellationToken,
+    health: Health,
 ) {
+    let component = format!("heartbeat:{}", sem.agent_type());
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failing = false;
@@ -40,9 +46,14 @@ pub(super) async fn run(
             Ok(_) if failing => {
                 tracing::info!(agent_type = %sem.agent_type(), "registration restored");
                 failing = false;
+                health.ok(&component);
             }
             Ok(_) => {}
             Err(e) => {
+                health.degraded(
+                    &component,
+                    format!("Redis unreachable: cannot renew this worker's registration ({e})"),
+                );
                 if !failing {
                     tracing::warn!(agent_type = %sem.agent_type(), error = %e, "heartbeat failed");
                 }

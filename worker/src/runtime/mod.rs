@@ -50,6 +50,9 @@ pub struct WorkerDeps {
     /// The built-in analysts' data set; with it, the worker also answers
     /// the messages addressed to its agent types (flushes, debates).
     pub dataset: Option<Arc<crate::analysts::Dataset>>,
+    /// What `health` reports; each agent type's heartbeat marks its own
+    /// component (`heartbeat:<agent type>`).
+    pub health: caucus_shared::health::Health,
 }
 
 /// Errors that stop a worker from starting.
@@ -165,6 +168,7 @@ pub async fn run(deps: WorkerDeps, tracker: &TaskTracker) -> Result<(), WorkerEr
             cfg.worker.lease_ttl,
             cfg.worker.heartbeat_interval,
             stop_heartbeat.clone(),
+            deps.health.clone(),
         ));
         for slot in 0..cfg.worker.slots {
             let s = slot::Slot {

@@ -1,0 +1,167 @@
+//! Health tells the truth (issue 16 item 5): with Redis stopped (SIGSTOP)
+//! or gone (killed), the coordinator's and a worker's `health` turn
+//! `degraded` within one lease period, naming Redis; the coordinator's API
+//! says `unavailable` (Redis) rather than `standby` while nobody can lead;
+//! and everything is `ok` again once Redis is back.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use caucus_harness::Stack;
+use common::{coordinator, eventually, worker, Api};
+use serde_json::{json, Value};
+
+const LEASE: Duration = Duration::from_secs(3);
+
+async fn health(api: &Api, service: &str) -> Option<Value> {
+    api.call(service, "health", Value::Null).await.ok()
+}
+
+/// Waits until `service` reports `status` and returns the reply.
+async fn wait_health(api: &Api, service: &str, status: &str, within: Duration) -> Value {
+    eventually(&format!("{service} health {status}"), within, || async {
+        health(api, service).await.filter(|h| h["status"] == status)
+    })
+    .await
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// One status call, no retry on `standby`.
+async fn status_once(api: &Api) -> Result<Value, caucus_shared::nats::ApiError> {
+    caucus_shared::nats::api_request(
+        &api.nats,
+        &api.subjects,
+        "coordinator",
+        "status",
+        &json!({"ids": []}),
+        Duration::from_secs(5),
+    )
+    .await
+}
+
+/// Waits (up to `within`) for the lone coordinator's `status` to answer
+/// `unavailable` naming Redis; `standby` on the way is a failure (no other
+/// instance leads).
+async fn wait_unavailable(api: &Api, within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        match status_once(api).await {
+            Err(e) if e.code == "unavailable" => {
+                assert!(e.message.contains("Redis"), "{e:?}");
+                return e.message;
+            }
+            Err(e) if e.code == "standby" => panic!("a lone coordinator said standby: {e:?}"),
+            other => {
+                assert!(
+                    Instant::now() < deadline,
+                    "status still answers {other:?} with Redis down"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+fn env() -> Vec<(&'static str, &'static str)> {
+    vec![("CAUCUS_COORDINATOR_LEADER_LEASE", "3s")]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stopped_redis_degrades_health_and_status_says_unavailable_not_standby() {
+    let stack = Stack::start();
+    let c = coordinator(&stack, &env());
+    let w = worker(&stack, "alpha", 1, "noop", &[]);
+    let api = Api::connect(&stack).await;
+    c.wait_for_output("leading", Duration::from_secs(20));
+    wait_health(&api, "coordinator", "ok", Duration::from_secs(10)).await;
+    wait_health(&api, "worker", "ok", Duration::from_secs(10)).await;
+    status_once(&api).await.expect("status while leading");
+
+    let redis_pid = stack.redis.pid().expect("redis pid");
+    let warns_before = c.output().matches("WARN").count();
+    signal(redis_pid, "-STOP");
+    let stopped = Instant::now();
+    let h = wait_health(&api, "coordinator", "degraded", LEASE).await;
+    assert!(
+        h["degraded"]["redis"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Redis unreachable"),
+        "{h}"
+    );
+    let hw = wait_health(&api, "worker", "degraded", LEASE).await;
+    assert!(hw["degraded"].to_string().contains("Redis"), "{hw}");
+    assert!(stopped.elapsed() <= LEASE + Duration::from_secs(1));
+
+    let why = wait_unavailable(&api, LEASE * 3).await;
+    println!("status with Redis stopped: {why}");
+    // Stay down a while: warnings are rate-limited, not repeated per tick.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let h = health(&api, "coordinator").await.expect("health");
+    assert_eq!(h["status"], "degraded", "{h}");
+    assert!(h["degraded"]["leadership"].as_str().is_some(), "{h}");
+    let warns = c.output().matches("WARN").count() - warns_before;
+    assert!(
+        warns <= 10,
+        "{warns} warnings in a few seconds:\n{}",
+        c.output()
+    );
+
+    signal(redis_pid, "-CONT");
+    wait_health(&api, "coordinator", "ok", LEASE * 3).await;
+    wait_health(&api, "worker", "ok", LEASE * 3).await;
+    common::call(&api, "status", json!({"ids": []}))
+        .await
+        .expect("status after Redis is back");
+    drop(w);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killed_redis_degrades_health_until_it_restarts() {
+    let mut stack = Stack::start();
+    let c = coordinator(&stack, &env());
+    let w = worker(&stack, "alpha", 1, "noop", &[]);
+    let api = Api::connect(&stack).await;
+    c.wait_for_output("leading", Duration::from_secs(20));
+    wait_health(&api, "coordinator", "ok", Duration::from_secs(10)).await;
+    wait_health(&api, "worker", "ok", Duration::from_secs(10)).await;
+
+    stack.redis.kill();
+    wait_health(&api, "coordinator", "degraded", LEASE).await;
+    wait_health(&api, "worker", "degraded", LEASE).await;
+    let why = wait_unavailable(&api, LEASE * 3).await;
+    assert!(
+        why.contains("leader lock") || why.contains("Redis unreachable"),
+        "{why}"
+    );
+    let submit = caucus_shared::nats::api_request(
+        &api.nats,
+        &api.subjects,
+        "coordinator",
+        "submit",
+        &json!({"items": ["x"], "pipeline": common::pipeline("p", json!([{"name": "x", "agent": "alpha", "expected_duration": 1.0}]))}),
+        Duration::from_secs(5),
+    )
+    .await;
+    match submit {
+        Err(e) => assert_eq!(e.code, "unavailable", "{e:?}"),
+        Ok(v) => panic!("submit with Redis down: {v}"),
+    }
+
+    stack.redis.restart();
+    wait_health(&api, "coordinator", "ok", LEASE * 3).await;
+    wait_health(&api, "worker", "ok", LEASE * 3).await;
+    common::call(&api, "status", json!({"ids": []}))
+        .await
+        .expect("status after Redis is back");
+    drop(w);
+}
