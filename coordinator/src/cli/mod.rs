@@ -108,9 +108,10 @@ pub enum Command {
         #[arg(long)]
         all: bool,
     },
-    /// Workflow status.
+    /// Workflow status: the named workflows, or (without ids) one page of
+    /// those the coordinator holds.
     Status {
-        /// Workflow ids (default: all held by the coordinator).
+        /// Workflow ids (default: a page of all held by the coordinator).
         ids: Vec<String>,
         /// Only workflows in this state (repeatable).
         #[arg(long)]
@@ -118,6 +119,15 @@ pub enum Command {
         /// Include per-task detail.
         #[arg(long)]
         tasks: bool,
+        /// Workflows per page without ids (at most 1,000; default 100).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Where the page starts: the cursor the previous page printed.
+        #[arg(long)]
+        cursor: Option<String>,
+        /// Every page, following cursors.
+        #[arg(long)]
+        all: bool,
     },
     /// Pause a workflow (by id, or an item's latest workflow).
     Pause {
@@ -258,8 +268,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Debates(a) => debates::list(&client, a, cli.json).await,
         Command::Debate { debate_id } => debates::show(&client, &debate_id).await,
         Command::Decide(a) => debates::decide(&client, a, cli.json).await,
-        Command::Status { ids, state, tasks } => {
-            submit::status(&client, ids, state, tasks, cli.json).await
+        Command::Status {
+            ids,
+            state,
+            tasks,
+            limit,
+            cursor,
+            all,
+        } => {
+            let page = submit::StatusPage { limit, cursor, all };
+            submit::status(&client, ids, state, tasks, page, cli.json).await
         }
         Command::Pause {
             target,

@@ -422,28 +422,87 @@ pub async fn watch_until_done(
     }
 }
 
+/// Paging of `caucus status` without ids.
+#[derive(Debug, Clone, Default)]
+pub struct StatusPage {
+    /// Workflows per page.
+    pub limit: Option<usize>,
+    /// Where the first page starts.
+    pub cursor: Option<String>,
+    /// Follow `next_cursor` to the end.
+    pub all: bool,
+}
+
 pub async fn status(
     client: &Client,
     ids: Vec<String>,
     states: Vec<String>,
     tasks: bool,
+    page: StatusPage,
     as_json: bool,
 ) -> anyhow::Result<i32> {
-    let st = client
-        .call_ok(
-            "coordinator",
-            "status",
-            json!({"ids": ids, "states": states, "tasks": tasks}),
-        )
-        .await?;
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&st)?);
-        return Ok(0);
+    let listing = ids.is_empty();
+    let mut cursor = page.cursor.clone();
+    let mut shown = 0usize;
+    // `--json --all`: one document with every page's workflows.
+    let mut merged: Option<Value> = None;
+    loop {
+        let mut body = json!({"ids": ids, "states": states, "tasks": tasks});
+        if listing {
+            if let Some(l) = page.limit {
+                body["limit"] = json!(l);
+            }
+            if let Some(c) = &cursor {
+                body["cursor"] = json!(c);
+            }
+        }
+        let st = client.call_ok("coordinator", "status", body).await?;
+        let next = st["next_cursor"].as_str().map(String::from);
+        if as_json {
+            shown += st["workflows"].as_array().map_or(0, Vec::len);
+            merged = Some(match merged.take() {
+                None => st,
+                Some(mut m) => {
+                    let more = st["workflows"].as_array().cloned().unwrap_or_default();
+                    if let Some(a) = m["workflows"].as_array_mut() {
+                        a.extend(more);
+                    }
+                    for k in ["next_cursor", "load", "capacity"] {
+                        m[k] = st[k].clone();
+                    }
+                    m
+                }
+            });
+        } else {
+            shown += print_status(&st);
+        }
+        match next {
+            Some(c) if page.all && listing => cursor = Some(c),
+            Some(c) => {
+                if !as_json {
+                    println!(
+                        "more workflows: caucus status --cursor {c}{} (or --all)",
+                        page.limit
+                            .map(|l| format!(" --limit {l}"))
+                            .unwrap_or_default()
+                    );
+                }
+                break;
+            }
+            None => break,
+        }
     }
-    let wfs = st["workflows"].as_array().cloned().unwrap_or_default();
-    if wfs.is_empty() {
+    if let Some(m) = merged {
+        println!("{}", serde_json::to_string_pretty(&m)?);
+    } else if shown == 0 {
         println!("no workflows");
     }
+    Ok(0)
+}
+
+/// Prints one status reply; returns how many workflows it showed.
+fn print_status(st: &Value) -> usize {
+    let wfs = st["workflows"].as_array().cloned().unwrap_or_default();
     for w in &wfs {
         println!("{}", workflow_line(w));
         for line in super::render::research_lines(w) {
@@ -464,40 +523,57 @@ pub async fn status(
             }
         }
     }
-    let u = utilisation(&st);
+    let u = utilisation(st);
     if !u.is_empty() {
         println!("{u}");
     }
-    Ok(0)
+    wfs.len()
 }
 
-/// Finds a workflow by id or item and prints its report.
+/// Finds a workflow by id or item and prints its report. An id is asked
+/// for alone; an item is looked up in pages of the list (no outputs), and
+/// its newest workflow then asked for alone.
 pub async fn result(client: &Client, target: &str) -> anyhow::Result<i32> {
-    let st = client
-        .call_ok("coordinator", "status", json!({"tasks": true}))
-        .await?;
-    let wfs = st["workflows"].as_array().cloned().unwrap_or_default();
-    let mut found: Vec<&Value> = wfs
-        .iter()
-        .filter(|w| w["workflow_id"] == target || w["item"] == target)
-        .collect();
-    if found.is_empty() {
-        let st = client
-            .call_ok(
-                "coordinator",
-                "status",
-                json!({"ids": [target], "tasks": true}),
-            )
-            .await?;
-        if let Some(w) = st["workflows"].as_array().and_then(|a| a.first()).cloned() {
-            return print_report(&w);
+    let one =
+        |id: &str| client.call_ok("coordinator", "status", json!({"ids": [id], "tasks": true}));
+    let st = one(target).await?;
+    if let Some(w) = st["workflows"].as_array().and_then(|a| a.first()).cloned() {
+        return print_report(&w);
+    }
+    let mut newest: Option<(String, String)> = None;
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut body = json!({"limit": 1000});
+        if let Some(c) = &cursor {
+            body["cursor"] = json!(c);
         }
+        let page = client.call_ok("coordinator", "status", body).await?;
+        for w in page["workflows"].as_array().into_iter().flatten() {
+            if w["item"] == target {
+                let at = w["created_at"].as_str().unwrap_or("").to_string();
+                let id = w["workflow_id"].as_str().unwrap_or("").to_string();
+                if newest.as_ref().is_none_or(|(a, _)| at >= *a) {
+                    newest = Some((at, id));
+                }
+            }
+        }
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    let Some((_, id)) = newest else {
         eprintln!("no workflow with id or item `{target}`");
         return Ok(1);
+    };
+    let st = one(&id).await?;
+    match st["workflows"].as_array().and_then(|a| a.first()) {
+        Some(w) => print_report(w),
+        None => {
+            eprintln!("workflow {id} (item `{target}`) is no longer held");
+            Ok(1)
+        }
     }
-    // The newest run of an item.
-    found.sort_by_key(|w| w["created_at"].as_str().unwrap_or("").to_string());
-    print_report(found.last().expect("non-empty"))
 }
 
 fn print_report(w: &Value) -> anyhow::Result<i32> {

@@ -11,7 +11,9 @@ use caucus_shared::nats::api::ApiError;
 use caucus_shared::subjects::encode_token;
 
 use super::pipelines::{resolve, stages_of};
-use super::scheduler::{ask, AskError, Command, SchedulerHandle, StatusFilter};
+use super::scheduler::{
+    ask, parse_status_cursor, AskError, Command, SchedulerHandle, StatusFilter, STATUS_MAX_LIMIT,
+};
 use super::submissions::{
     check_key, chunks, fingerprint, new_submission_id, submission_id_for_key, summary, workflow_id,
     SubmissionRecord, SubmissionState, Submissions, SubmitOp, SUBMISSION_SCHEMA_VERSION,
@@ -303,7 +305,9 @@ pub fn submit_routes(svc: &mut caucus_shared::service::Service, slot: super::Sha
     });
 }
 
-/// `coordinator.status`: `{ids?, states?, tasks?}`.
+/// `coordinator.status`: `{ids?, states?, tasks?, limit?, cursor?}`. With
+/// `ids`, exactly those workflows (task outputs with `tasks`); without, a
+/// page of at most `limit` workflows without outputs and `next_cursor`.
 pub async fn status(
     body: Value,
     scheduler: impl FnOnce() -> Result<SchedulerHandle, ApiError>,
@@ -317,6 +321,20 @@ pub async fn status(
         if crate::workflow::WorkflowState::parse(s).is_none() {
             return Err(ApiError::bad_request(format!(
                 "unknown state `{s}` (pending, running, pausing, paused, resuming, completed, failed)"
+            )));
+        }
+    }
+    if let Some(l) = filter.limit {
+        if !(1..=STATUS_MAX_LIMIT).contains(&l) {
+            return Err(ApiError::bad_request(format!(
+                "`limit` must be 1..={STATUS_MAX_LIMIT}, not {l}"
+            )));
+        }
+    }
+    if let Some(c) = &filter.cursor {
+        if parse_status_cursor(c).is_none() {
+            return Err(ApiError::bad_request(format!(
+                "`cursor` `{c}` is not a `next_cursor` of a status reply"
             )));
         }
     }
@@ -342,8 +360,15 @@ pub fn plan(body: Value) -> Result<Value, ApiError> {
     Ok(v)
 }
 
-/// A workflow as the status API shows it.
+/// A workflow as the status API shows it (task outputs included).
 pub fn workflow_json(r: &WorkflowRecord, with_tasks: bool) -> Value {
+    workflow_json_with(r, with_tasks, true)
+}
+
+/// A workflow as the status API shows it; `with_outputs: false` leaves
+/// tasks' `output` and `previous_output` out (and marks the workflow
+/// `"outputs_omitted": true`), as `status` lists do.
+pub fn workflow_json_with(r: &WorkflowRecord, with_tasks: bool, with_outputs: bool) -> Value {
     let (done, total) = r.progress();
     let overdue: Vec<&String> = r
         .tasks
@@ -404,9 +429,7 @@ pub fn workflow_json(r: &WorkflowRecord, with_tasks: bool) -> Value {
             .tasks
             .iter()
             .map(|(k, t)| {
-                (
-                    k,
-                    json!({
+                let mut t = json!({
                         "stage": t.stage,
                         "agent_type": t.agent_type,
                         "state": t.state,
@@ -419,11 +442,19 @@ pub fn workflow_json(r: &WorkflowRecord, with_tasks: bool) -> Value {
                         "output": t.output,
                         "gate": t.gate,
                         "previous_output": t.previous_output,
-                    }),
-                )
+                });
+                if !with_outputs {
+                    let o = t.as_object_mut().expect("object");
+                    o.remove("output");
+                    o.remove("previous_output");
+                }
+                (k, t)
             })
             .collect();
         m.insert("tasks".into(), json!(tasks));
+        if !with_outputs {
+            m.insert("outputs_omitted".into(), json!(true));
+        }
     }
     v
 }

@@ -42,9 +42,34 @@ pub struct StatusFilter {
     /// Only these states.
     #[serde(default)]
     pub states: Vec<String>,
-    /// Include per-task detail.
+    /// Include per-task detail (outputs only when `ids` names the
+    /// workflows: a list never inlines outputs).
     #[serde(default)]
     pub tasks: bool,
+    /// Workflows per page of a list (no `ids`): default
+    /// [`STATUS_DEFAULT_LIMIT`], at most [`STATUS_MAX_LIMIT`].
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Where a list page starts: a previous reply's `next_cursor`.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// Workflows in one `status` list page unless `limit` says otherwise.
+pub const STATUS_DEFAULT_LIMIT: usize = 100;
+/// The largest `limit` a `status` list accepts.
+pub const STATUS_MAX_LIMIT: usize = 1_000;
+
+/// A list cursor: the position after the workflow with this creation time
+/// (ms) and id, in the list's `(created_at, workflow_id)` order.
+pub fn status_cursor(r: &WorkflowRecord) -> String {
+    format!("{}:{}", r.created_at.timestamp_millis(), r.workflow_id)
+}
+
+/// Reads a [`status_cursor`].
+pub fn parse_status_cursor(c: &str) -> Option<(i64, String)> {
+    let (ms, id) = c.split_once(':')?;
+    Some((ms.parse().ok()?, id.to_string()))
 }
 
 /// Requests to the scheduler.
@@ -1133,22 +1158,51 @@ impl Scheduler {
             .iter()
             .filter_map(|s| WorkflowState::parse(s))
             .collect();
+        let wanted = |r: &WorkflowRecord| states.is_empty() || states.contains(&r.state);
         let mut list: Vec<Value> = Vec::new();
-        let mut push = |r: &WorkflowRecord| {
-            if states.is_empty() || states.contains(&r.state) {
-                list.push(super::api::workflow_json(r, f.tasks));
-            }
-        };
+        let mut next_cursor: Option<String> = None;
         if f.ids.is_empty() {
-            let mut recs: Vec<&WorkflowRecord> = self.engine.workflows().collect();
-            recs.sort_by_key(|r| r.created_at);
-            recs.into_iter().for_each(&mut push);
+            // A page, in (created_at, workflow_id) order, without outputs.
+            let limit = f
+                .limit
+                .unwrap_or(STATUS_DEFAULT_LIMIT)
+                .clamp(1, STATUS_MAX_LIMIT);
+            let after = f.cursor.as_deref().and_then(parse_status_cursor);
+            let mut recs: Vec<&WorkflowRecord> = self
+                .engine
+                .workflows()
+                .filter(|r| wanted(r))
+                .filter(|r| match &after {
+                    Some((ms, id)) => (r.created_at.timestamp_millis(), &r.workflow_id) > (*ms, id),
+                    None => true,
+                })
+                .collect();
+            recs.sort_by(|a, b| {
+                (a.created_at.timestamp_millis(), &a.workflow_id)
+                    .cmp(&(b.created_at.timestamp_millis(), &b.workflow_id))
+            });
+            if recs.len() > limit {
+                next_cursor = Some(status_cursor(recs[limit - 1]));
+                recs.truncate(limit);
+            }
+            for r in recs {
+                list.push(super::api::workflow_json_with(r, f.tasks, false));
+            }
         } else {
             for id in &f.ids {
-                if let Some(r) = self.engine.get(id) {
-                    push(r);
-                } else if let Ok(Some((r, _))) = self.store.get(id).await {
-                    push(&r);
+                let stored;
+                let r = match self.engine.get(id) {
+                    Some(r) => r,
+                    None => match self.store.get(id).await {
+                        Ok(Some((r, _))) => {
+                            stored = r;
+                            &stored
+                        }
+                        _ => continue,
+                    },
+                };
+                if wanted(r) {
+                    list.push(super::api::workflow_json_with(r, f.tasks, true));
                 }
             }
         }
@@ -1160,6 +1214,7 @@ impl Scheduler {
             .unwrap_or_default();
         json!({
             "workflows": list,
+            "next_cursor": next_cursor,
             "load": self.engine.load(now),
             "capacity": caps,
         })

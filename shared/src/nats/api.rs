@@ -39,6 +39,9 @@ pub const CODE_NO_RESPONDERS: &str = "no_responders";
 pub const CODE_TIMEOUT: &str = "timeout";
 /// The reply was not JSON.
 pub const CODE_BAD_REPLY: &str = "bad_reply";
+/// The reply would be larger than the server's `max_payload`: the
+/// request must ask for less.
+pub const CODE_REPLY_TOO_LARGE: &str = "reply_too_large";
 
 /// Longest wait for the server to confirm a (un)subscription.
 const ROUND_TRIP_TIMEOUT: Duration = Duration::from_secs(2);
@@ -308,13 +311,38 @@ async fn answer(
             e.to_reply()
         }
     };
-    let bytes = serde_json::to_vec(&reply).unwrap_or_else(|e| {
+    let mut bytes = serde_json::to_vec(&reply).unwrap_or_else(|e| {
         serde_json::to_vec(&ApiError::internal(format!("reply not serialisable: {e}")).to_reply())
             .unwrap_or_default()
     });
+    let max = client.server_info().max_payload;
+    if let Some(e) = too_large(&op, bytes.len(), max) {
+        span.in_scope(
+            || tracing::warn!(code = %e.code, message = %e.message, "API reply too large"),
+        );
+        bytes = serde_json::to_vec(&e.to_reply()).unwrap_or_default();
+    }
     if let Err(e) = client.publish(reply_to, Bytes::from(bytes)).await {
         tracing::warn!(error = %e, "cannot send API reply");
     }
+}
+
+/// Room left under `max_payload` for the reply's protocol overhead.
+const REPLY_HEADROOM: usize = 1024;
+
+/// The error that replaces a reply of `len` bytes that the server (whose
+/// `max_payload` is `max`) would refuse; `None` when it fits.
+fn too_large(op: &str, len: usize, max: usize) -> Option<ApiError> {
+    if max == 0 || len + REPLY_HEADROOM <= max {
+        return None;
+    }
+    Some(ApiError::new(
+        CODE_REPLY_TOO_LARGE,
+        format!(
+            "the `{op}` reply would be {len} bytes; the NATS server's max_payload is {max} bytes; \
+             narrow the request (a smaller `limit`, fewer `ids`, no `tasks`, or one workflow at a time)"
+        ),
+    ))
 }
 
 /// Calls `caucus.api.<service>.<operation>` with `body` and the current
@@ -374,5 +402,15 @@ mod tests {
         assert_eq!(ApiError::from_reply(&wire), Some(e));
         assert_eq!(ApiError::from_reply(&json!({"status": "ok"})), None);
         assert_eq!(ApiError::from_reply(&json!([1])), None);
+    }
+
+    #[test]
+    fn replies_over_max_payload_become_an_error() {
+        assert_eq!(too_large("status", 1000, 1_048_576), None);
+        assert_eq!(too_large("status", 5_000_000, 0), None, "no limit known");
+        let e = too_large("status", 2_000_000, 1_048_576).expect("too large");
+        assert_eq!(e.code, CODE_REPLY_TOO_LARGE);
+        assert!(e.message.contains("2000000") && e.message.contains("1048576"));
+        assert!(e.message.contains("limit"), "{}", e.message);
     }
 }
