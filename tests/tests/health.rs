@@ -79,7 +79,7 @@ fn env() -> Vec<(&'static str, &'static str)> {
 async fn stopped_redis_degrades_health_and_status_says_unavailable_not_standby() {
     let stack = Stack::start();
     let c = coordinator(&stack, &env());
-    let w = worker(&stack, "alpha", 1, "noop", &[]);
+    let w = worker(&stack, "alpha", 3, "noop", &[]);
     let api = Api::connect(&stack).await;
     c.wait_for_output("leading", Duration::from_secs(20));
     wait_health(&api, "coordinator", "ok", Duration::from_secs(10)).await;
@@ -88,6 +88,7 @@ async fn stopped_redis_degrades_health_and_status_says_unavailable_not_standby()
 
     let redis_pid = stack.redis.pid().expect("redis pid");
     let warns_before = c.output().matches("WARN").count();
+    let worker_warns_before = w.output().matches("WARN").count();
     signal(redis_pid, "-STOP");
     let stopped = Instant::now();
     let h = wait_health(&api, "coordinator", "degraded", LEASE).await;
@@ -114,6 +115,12 @@ async fn stopped_redis_degrades_health_and_status_says_unavailable_not_standby()
         warns <= 10,
         "{warns} warnings in a few seconds:\n{}",
         c.output()
+    );
+    let warns = w.output().matches("WARN").count() - worker_warns_before;
+    assert!(
+        warns <= 10,
+        "{warns} warnings in a few seconds:\n{}",
+        w.output()
     );
 
     signal(redis_pid, "-CONT");

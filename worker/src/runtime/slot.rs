@@ -25,6 +25,8 @@ use super::{Reporter, WorkerDeps};
 /// Backoff while capacity is full (doubles up to the max).
 const ACQUIRE_BACKOFF_MIN: Duration = Duration::from_millis(5);
 const ACQUIRE_BACKOFF_MAX: Duration = Duration::from_millis(200);
+/// Warnings about leases that cannot be taken repeat at most this often.
+const LEASE_WARN_EVERY: Duration = Duration::from_secs(30);
 
 /// A task between `started` and its result.
 struct InFlight<'a> {
@@ -58,6 +60,16 @@ impl Slot {
         let call_timeout = (ttl / 3).max(Duration::from_millis(10));
         let mut backoff = ACQUIRE_BACKOFF_MIN;
         let mut recovering_logged = false;
+        // While Redis is away only slot 0 of each agent type warns, at most
+        // once per LEASE_WARN_EVERY (not on every retry of every slot).
+        let mut last_warn: Option<tokio::time::Instant> = None;
+        let warn_now = |last_warn: &mut Option<tokio::time::Instant>| {
+            let due = self.index == 0 && last_warn.is_none_or(|t| t.elapsed() >= LEASE_WARN_EVERY);
+            if due {
+                *last_warn = Some(tokio::time::Instant::now());
+            }
+            due
+        };
         while !shutdown.is_cancelled() {
             let asked_at = tokio::time::Instant::now();
             let acquired =
@@ -66,6 +78,9 @@ impl Slot {
                 Ok(Ok(Acquired::Granted(l))) => {
                     backoff = ACQUIRE_BACKOFF_MIN;
                     recovering_logged = false;
+                    if last_warn.take().is_some() {
+                        tracing::info!(agent_type = %self.agent_type, "leases can be taken again");
+                    }
                     let keeper = LeaseKeeper::start(self.sem.clone(), l.clone(), ttl, asked_at);
                     self.hold(&keeper).await;
                     let lease = keeper.stop().await.unwrap_or(l);
@@ -95,11 +110,15 @@ impl Slot {
                         .clamp(ACQUIRE_BACKOFF_MIN, ACQUIRE_BACKOFF_MAX)
                 }
                 Ok(Err(e)) => {
-                    tracing::warn!(agent_type = %self.agent_type, error = %e, "cannot take a lease");
+                    if warn_now(&mut last_warn) {
+                        tracing::warn!(agent_type = %self.agent_type, error = %e, "cannot take a lease; retrying");
+                    }
                     ACQUIRE_BACKOFF_MAX
                 }
                 Err(_) => {
-                    tracing::warn!(agent_type = %self.agent_type, "cannot take a lease: Redis did not answer");
+                    if warn_now(&mut last_warn) {
+                        tracing::warn!(agent_type = %self.agent_type, "cannot take a lease: Redis did not answer; retrying");
+                    }
                     ACQUIRE_BACKOFF_MIN
                 }
             };
