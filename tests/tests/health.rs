@@ -172,3 +172,35 @@ async fn killed_redis_degrades_health_until_it_restarts() {
         .expect("status after Redis is back");
     drop(w);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn correlator_health_names_the_leader_lease_while_redis_is_gone() {
+    let mut stack = Stack::start();
+    let c = stack
+        .service("caucus-correlator")
+        .env("CAUCUS_CORRELATOR_LEADER_LEASE", "3s")
+        .env("CAUCUS_TELEMETRY_LOG_LEVEL", "info")
+        .start();
+    let api = Api::connect(&stack).await;
+    c.wait_for_output("leading", Duration::from_secs(20));
+    wait_health(&api, "correlator", "ok", Duration::from_secs(10)).await;
+
+    stack.redis.kill();
+    wait_health(&api, "correlator", "degraded", LEASE).await;
+    let h = eventually("correlator leadership degraded", LEASE * 2, || async {
+        health(&api, "correlator")
+            .await
+            .filter(|h| h["degraded"]["leadership"].is_string())
+    })
+    .await;
+    assert!(
+        h["degraded"]["leadership"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Redis unreachable"),
+        "{h}"
+    );
+
+    stack.redis.restart();
+    wait_health(&api, "correlator", "ok", LEASE * 3).await;
+}
