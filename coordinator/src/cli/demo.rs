@@ -2,6 +2,7 @@
 //! and reports, then a second valuation worker and the same batch again,
 //! planned and measured side by side.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -43,7 +44,11 @@ pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> an
         p2["makespan"], p1["makespan"]
     );
 
-    let caps = live_capacities(client).await?;
+    // The pipeline's own agent types, from the plan: only their live
+    // capacities go to `plan` (another type, e.g. one whose worker died and
+    // that still shows at capacity 0, has nothing to do with this batch).
+    let agents = plan_agent_types(&p1);
+    let caps = pipeline_capacities(&live_capacities(client).await?, &agents);
     let val1 = caps.get("valuation").and_then(Value::as_u64).unwrap_or(0);
     if val1 == 0 {
         anyhow::bail!("no valuation worker is registered: start the stack with `scripts/stack up`");
@@ -64,7 +69,7 @@ pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> an
     let mut extra = spawn_valuation_worker(config)?;
     let deadline = Instant::now() + SCALE_DEADLINE;
     let caps2 = loop {
-        let c = live_capacities(client).await?;
+        let c = pipeline_capacities(&live_capacities(client).await?, &agents);
         if c.get("valuation").and_then(Value::as_u64).unwrap_or(0) > val1 {
             break c;
         }
@@ -113,6 +118,36 @@ async fn live_capacities(client: &Client) -> anyhow::Result<serde_json::Map<Stri
         }
     }
     Ok(m)
+}
+
+/// Agent types that run tasks in a `coordinator.plan` reply (gates have none).
+fn plan_agent_types(plan: &Value) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = plan["utilization"]
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
+    out.extend(
+        plan["tasks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["agent_type"].as_str().map(str::to_string)),
+    );
+    out
+}
+
+/// The live capacities `plan` is given: those of the pipeline's agent types
+/// only, and only when at least 1 (a type of the pipeline with no live slot
+/// keeps the pipeline's own figure rather than failing the plan with
+/// "capacity 0").
+fn pipeline_capacities(
+    live: &serde_json::Map<String, Value>,
+    agents: &BTreeSet<String>,
+) -> serde_json::Map<String, Value> {
+    live.iter()
+        .filter(|(a, c)| agents.contains(*a) && c.as_u64().unwrap_or(0) > 0)
+        .map(|(a, c)| (a.clone(), c.clone()))
+        .collect()
 }
 
 /// Plans with the live capacities, runs the batch, returns (planned s, measured s).
@@ -366,4 +401,35 @@ fn terminate(child: &mut Child) {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_agent_types_are_the_task_running_types() {
+        let plan = json!({
+            "utilization": {"screening": {}, "valuation": {}},
+            "tasks": [{"agent_type": "report"}, {"kind": "gate"}],
+        });
+        let got: Vec<String> = plan_agent_types(&plan).into_iter().collect();
+        assert_eq!(got, ["report", "screening", "valuation"]);
+    }
+
+    #[test]
+    fn only_the_pipelines_live_capacities_reach_the_plan() {
+        let live = json!({"screening": 5, "valuation": 1, "dev": 0, "reviewer": 1, "report": 0})
+            .as_object()
+            .cloned()
+            .unwrap();
+        let agents: BTreeSet<String> = ["screening", "valuation", "report"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let caps = pipeline_capacities(&live, &agents);
+        // `dev` (a dead extra worker's type) and `reviewer` (not in the
+        // pipeline) are left out; `report` at 0 keeps the pipeline's figure.
+        assert_eq!(Value::Object(caps), json!({"screening": 5, "valuation": 1}));
+    }
 }

@@ -504,6 +504,12 @@ pub async fn workers(
             .status()
             .await
             .map_err(|e| ApiError::internal(e.to_string()))?;
+        let l = load.get(&agent).cloned().unwrap_or_default();
+        // Only live types: a type whose last worker is gone and that has
+        // nothing pending is not shown at capacity 0.
+        if !super::capacity::listed(&st, &l) {
+            continue;
+        }
         let queue_depth = match js
             .get_consumer_from_stream::<async_nats::jetstream::consumer::pull::Config, _, _>(
                 task_consumer_name(&agent),
@@ -514,7 +520,6 @@ pub async fn workers(
             Ok(mut c) => c.info().await.map(|i| i.num_pending).unwrap_or(0),
             Err(_) => 0,
         };
-        let l = load.get(&agent).cloned().unwrap_or_default();
         let workers: Vec<Value> = st
             .workers
             .iter()

@@ -1,13 +1,22 @@
 //! Reads the cluster-wide capacity of every agent type from the Redis
 //! semaphores (sum of live workers' slots, capped) and pokes the scheduler
 //! when it changes.
+//!
+//! Only *live* agent types count: one with at least one live worker
+//! registration. A type whose last worker is gone (killed, or stopped)
+//! leaves once that worker's registration lapsed (one `worker.lease_ttl`);
+//! it is not kept at capacity 0, which would read as "this type exists
+//! but has no slot" to `caucus workers` and to a planner handed the live
+//! capacities.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use caucus_shared::redis::{CapacitySemaphore, RedisPool};
+use caucus_shared::redis::{CapacitySemaphore, RedisPool, SemaphoreStatus};
+
+use crate::engine::AgentLoad;
 
 use super::scheduler::{Capacities, Command, SchedulerHandle};
 
@@ -22,9 +31,28 @@ pub async fn read(
     let mut out = HashMap::new();
     for agent in CapacitySemaphore::agent_types(pool, prefix).await? {
         let sem = CapacitySemaphore::new(pool.clone(), prefix, &agent)?;
-        out.insert(agent, sem.status().await?.capacity as usize);
+        let st = sem.status().await?;
+        if has_live_worker(&st) {
+            out.insert(agent, st.capacity as usize);
+        }
     }
     Ok(out)
+}
+
+/// Whether a semaphore snapshot has a live worker registration. Its
+/// registry key outlives the last registration by at most a moment (it
+/// expires with it), so a snapshot taken in between has none.
+pub fn has_live_worker(status: &SemaphoreStatus) -> bool {
+    !status.workers.is_empty()
+}
+
+/// Whether `coordinator.workers` lists an agent type: it has a live worker,
+/// or the scheduler holds tasks of it (ready, waiting for a retry, or in
+/// flight), which a type with no worker left shows as capacity 0 and, when
+/// tasks wait, as the live bottleneck. A type whose workers are all gone
+/// and that has nothing pending is not listed.
+pub fn listed(status: &SemaphoreStatus, load: &AgentLoad) -> bool {
+    has_live_worker(status) || load.ready > 0 || load.in_flight > 0
 }
 
 /// Refreshes `caps` every `every` until `shutdown`.
@@ -67,5 +95,60 @@ pub async fn run(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use caucus_shared::redis::WorkerSlot;
+
+    fn status(workers: &[(&str, u32)]) -> SemaphoreStatus {
+        SemaphoreStatus {
+            capacity: workers.iter().map(|(_, s)| s).sum(),
+            cap: None,
+            in_use: 0,
+            holders: Vec::new(),
+            workers: workers
+                .iter()
+                .map(|(id, slots)| WorkerSlot {
+                    worker_id: id.to_string(),
+                    slots: *slots,
+                    expires_at_ms: 1,
+                })
+                .collect(),
+            epoch: Some("1".into()),
+            recovering_ms: 0,
+        }
+    }
+
+    fn load(ready: usize, in_flight: usize) -> AgentLoad {
+        AgentLoad {
+            ready,
+            in_flight,
+            oldest_wait_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_type_with_a_live_worker_is_live_and_listed() {
+        let st = status(&[("w1", 2)]);
+        assert!(has_live_worker(&st));
+        assert!(listed(&st, &load(0, 0)));
+    }
+
+    #[test]
+    fn a_type_whose_workers_are_gone_is_not_live() {
+        let st = status(&[]);
+        assert!(!has_live_worker(&st));
+        // Nothing pending: not listed at all (was: capacity 0 forever).
+        assert!(!listed(&st, &load(0, 0)));
+    }
+
+    #[test]
+    fn a_type_with_pending_tasks_stays_listed_without_workers() {
+        let st = status(&[]);
+        assert!(listed(&st, &load(3, 0)), "ready tasks waiting");
+        assert!(listed(&st, &load(0, 1)), "a task still in flight");
     }
 }
