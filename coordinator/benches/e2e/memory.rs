@@ -32,11 +32,18 @@ pub async fn run(workflows: usize, per_request: usize) -> Result<Run> {
         api.submit(chunk, json!("stock-analysis"), 1000).await?;
     }
     let after = rss_bytes(pid)?;
-    // They are still in flight (nothing can run them).
-    let r = api
-        .call("status", json!({"states": ["pending"], "tasks": false}))
-        .await?;
-    let held = r["workflows"].as_array().map(Vec::len).unwrap_or(0);
+    // They are still in flight (nothing can run them). The list comes in
+    // pages of at most 1,000.
+    let mut held = 0;
+    let mut body = json!({"states": ["pending"], "limit": 1000});
+    loop {
+        let r = api.call("status", body.clone()).await?;
+        held += r["workflows"].as_array().map(Vec::len).unwrap_or(0);
+        match r["next_cursor"].as_str() {
+            Some(c) => body["cursor"] = json!(c),
+            None => break,
+        }
+    }
     if held != workflows {
         bail!("{held} of {workflows} workflows held as pending");
     }
