@@ -53,12 +53,13 @@ pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> an
     if val1 == 0 {
         anyhow::bail!("no valuation worker is registered: start the stack with `scripts/stack up`");
     }
+    wait_leases_settled(client, &agents).await?;
     println!(
         "== 2. A batch of {n} tickers, one time unit = {unit_ms} ms, live capacities {} ==\n",
         Value::Object(caps.clone())
     );
-    let (planned1, measured1) = batch(client, &tickers, unit_ms, &caps).await?;
-    let dir = write_reports(client, &tickers).await?;
+    let (planned1, measured1, ids1) = batch(client, &tickers, unit_ms, &caps).await?;
+    let dir = write_reports(client, &ids1).await?;
     println!("\nreports: {}/<ticker>.md", dir.display());
     println!(
         "planned makespan {:.1} s, measured {:.1} s\n",
@@ -80,7 +81,7 @@ pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> an
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     println!("valuation capacity {} → {}", val1, caps2["valuation"]);
-    let (planned2, measured2) = batch(client, &tickers, unit_ms, &caps2).await?;
+    let (planned2, measured2, _) = batch(client, &tickers, unit_ms, &caps2).await?;
     terminate(&mut extra);
     println!("\n== Result ==");
     println!("                 planned    measured");
@@ -120,6 +121,42 @@ async fn live_capacities(client: &Client) -> anyhow::Result<serde_json::Map<Stri
     Ok(m)
 }
 
+/// Waits while the capacity semaphores of `agents` grant no lease: a Redis
+/// that started empty looks like one that lost its data, and for one
+/// `worker.lease_ttl` running tasks re-register first. Timing a batch
+/// through that window would compare the plan with a wait.
+async fn wait_leases_settled(client: &Client, agents: &BTreeSet<String>) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut said = false;
+    loop {
+        let w = client
+            .call_ok("coordinator", "workers", Value::Null)
+            .await?;
+        let wait = w["agents"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|a| a["agent_type"].as_str().is_some_and(|t| agents.contains(t)))
+            .filter_map(|a| a["recovering_ms"].as_u64())
+            .max()
+            .unwrap_or(0);
+        if wait == 0 {
+            return Ok(());
+        }
+        if !said {
+            println!(
+                "(Redis started empty: capacity leases are granted again in {:.1} s)\n",
+                wait as f64 / 1000.0
+            );
+            said = true;
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("capacity leases still recovering after 2 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Agent types that run tasks in a `coordinator.plan` reply (gates have none).
 fn plan_agent_types(plan: &Value) -> BTreeSet<String> {
     let mut out: BTreeSet<String> = plan["utilization"]
@@ -156,7 +193,7 @@ async fn batch(
     tickers: &[String],
     unit_ms: u64,
     caps: &serde_json::Map<String, Value>,
-) -> anyhow::Result<(f64, f64)> {
+) -> anyhow::Result<(f64, f64, Vec<String>)> {
     let p = client
         .call_ok(
             "coordinator",
@@ -195,7 +232,7 @@ async fn batch(
     if failed > 0 {
         println!("{failed} workflow(s) failed: see `caucus status --state failed`");
     }
-    Ok((planned, measured))
+    Ok((planned, measured, ids))
 }
 
 /// What the demo's reviewer did at the gates.
@@ -334,25 +371,25 @@ the demo reviewer confirmed {} provisional decision(s) at the gates: {}",
     }
 }
 
-async fn write_reports(client: &Client, tickers: &[String]) -> anyhow::Result<PathBuf> {
+async fn write_reports(client: &Client, ids: &[String]) -> anyhow::Result<PathBuf> {
     let root = super::stack::repo_root().unwrap_or_else(|| PathBuf::from("."));
     let dir = root.join(".caucus").join("reports");
     std::fs::create_dir_all(&dir)?;
-    let st = client
-        .call_ok(
-            "coordinator",
-            "status",
-            json!({"tasks": true, "states": ["completed"]}),
-        )
-        .await?;
-    for w in st["workflows"].as_array().into_iter().flatten() {
-        let item = w["item"].as_str().unwrap_or("");
-        if !tickers.iter().any(|t| t == item) {
-            continue;
-        }
-        if let Some(md) = report_of(w) {
-            let file = caucus_shared::subjects::encode_token(item);
-            std::fs::write(dir.join(format!("{file}.md")), md)?;
+    // One workflow per request: lists carry no outputs, and a whole
+    // batch's outputs would not fit one reply.
+    for id in ids {
+        let st = client
+            .call_ok("coordinator", "status", json!({"ids": [id], "tasks": true}))
+            .await?;
+        for w in st["workflows"].as_array().into_iter().flatten() {
+            if w["state"] != "completed" {
+                continue;
+            }
+            let item = w["item"].as_str().unwrap_or("");
+            if let Some(md) = report_of(w) {
+                let file = caucus_shared::subjects::encode_token(item);
+                std::fs::write(dir.join(format!("{file}.md")), md)?;
+            }
         }
     }
     Ok(dir)

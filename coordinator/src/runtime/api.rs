@@ -554,6 +554,9 @@ pub async fn workers(
             "ready": l.ready,
             "in_flight": l.in_flight,
             "oldest_wait_ms": l.oldest_wait_ms,
+            // No lease is granted while > 0: Redis (re)started empty and
+            // running tasks are re-registering theirs (PROTOCOL.md §5).
+            "recovering_ms": st.recovering_ms,
             "workers": workers,
         }));
     }
