@@ -114,7 +114,9 @@ impl Api {
     }
 
     /// Status of `ids`; while a restarted coordinator waits for the old
-    /// leader's lock to lapse it answers `standby`, so that is retried.
+    /// leader's lock to lapse it answers `standby`, and while it cannot
+    /// reach Redis (a fault test just let Redis go again) `unavailable`:
+    /// both are retried.
     pub async fn status(&self, ids: &[String]) -> Vec<Value> {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -123,7 +125,10 @@ impl Api {
                 .await
             {
                 Ok(r) => return r["workflows"].as_array().cloned().unwrap_or_default(),
-                Err(e) if e.code == "standby" && Instant::now() < deadline => {
+                Err(e)
+                    if matches!(e.code.as_str(), "standby" | "unavailable")
+                        && Instant::now() < deadline =>
+                {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 Err(e) => panic!("status: {e:?}"),
