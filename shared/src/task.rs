@@ -175,6 +175,11 @@ pub struct TaskEvent {
     pub at: DateTime<Utc>,
 }
 
+/// Splits a task id, `<workflow_id>/<task key>`, into its two parts.
+pub fn split_task_id(task_id: &str) -> Option<(&str, &str)> {
+    task_id.split_once('/')
+}
+
 impl TaskEvent {
     /// De-duplication id: one per task attempt and status, and one per
     /// heartbeat for `progress` (each says the attempt is still alive, so

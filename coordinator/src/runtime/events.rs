@@ -142,7 +142,7 @@ fn dead_lettered(msg: &jetstream::Message) -> Option<Command> {
 fn parse_event_msg_id(id: &str) -> Option<(&str, u32, &str)> {
     let (task_id, rest) = id.rsplit_once('@')?;
     let (attempt, status) = rest.split_once(':')?;
-    task_id.contains('/').then_some(())?;
+    caucus_shared::task::split_task_id(task_id)?;
     Some((task_id, attempt.parse().ok()?, status))
 }
 

@@ -147,16 +147,16 @@ impl PauseManager {
         // A lost worker or event is no agent failure: reported, the
         // correlator would take a burst of them (say NATS restarting) for
         // an incident and pause batches for a person.
-        let reported = !caucus_shared::task::coordinator_errors::is_infrastructure(&err.error_type);
-        match Envelope::with_content(FROM, &content) {
-            _ if !reported => {}
-            Ok(env) => self.push(
-                self.subjects.failures(&ev.agent_type),
-                env.with_id(msg_id.clone()).with_timestamp(ev.at),
-                msg_id,
-            ),
-            Err(e) => {
-                tracing::error!(task_id = %ev.task_id, error = %e, "cannot build failure event")
+        if !caucus_shared::task::coordinator_errors::is_infrastructure(&err.error_type) {
+            match Envelope::with_content(FROM, &content) {
+                Ok(env) => self.push(
+                    self.subjects.failures(&ev.agent_type),
+                    env.with_id(msg_id.clone()).with_timestamp(ev.at),
+                    msg_id,
+                ),
+                Err(e) => {
+                    tracing::error!(task_id = %ev.task_id, error = %e, "cannot build failure event")
+                }
             }
         }
         if let RetryDecision::Halt {

@@ -514,9 +514,10 @@ impl Scheduler {
                 attempt,
                 error,
             } => {
-                let Some(wf) = task_id.split('/').next().map(str::to_string) else {
+                let Some((wf, _)) = caucus_shared::task::split_task_id(&task_id) else {
                     return;
                 };
+                let wf = wf.to_string();
                 self.ensure_loaded(&wf).await;
                 self.fail_attempt(&wf, &task_id, attempt, error);
             }
@@ -948,11 +949,10 @@ impl Scheduler {
             .map(|(id, _)| id.clone())
             .collect();
         for task_id in silent {
-            let Some(wf) = task_id.split('/').next() else {
+            let Some((wf, key)) = caucus_shared::task::split_task_id(&task_id) else {
                 self.heard.remove(&task_id);
                 continue;
             };
-            let key = &task_id[wf.len() + 1..];
             let Some((attempt, in_flight)) = self
                 .engine
                 .get(wf)

@@ -198,13 +198,6 @@ impl WorkflowStore {
             .map_err(|e| nats_err(&format!("index {id}"), e))
     }
 
-    /// Writes `rec` if the stored revision is still `revision`.
-    pub async fn update(&self, rec: &mut WorkflowRecord, revision: u64) -> Result<u64, StoreError> {
-        let body = encode(rec);
-        self.update_encoded(&rec.workflow_id, body, revision, rec.state.is_terminal())
-            .await
-    }
-
     /// Writes an [`encode`]d record if the stored revision is still
     /// `revision`. A `finished` record is written with the history TTL,
     /// and its index entry removed afterwards.
