@@ -2,7 +2,8 @@
 //! `health`, clean SIGTERM drain, one clear line when NATS or Redis cannot
 //! be reached, and `--dump-config`.
 //!
-//! Needs the binaries built: `cargo build --workspace --bins`.
+//! The harness builds the binaries first (`cargo build --workspace --bins`)
+//! unless `$CAUCUS_BIN_DIR` names a directory of built ones.
 
 use std::time::Duration;
 

@@ -179,11 +179,12 @@ fn log_path(dir: &Path, starts: u32) -> PathBuf {
 
 fn spawn(port: u16, dir: &Path, starts: u32) -> Proc {
     let bin = find_binary("CAUCUS_NATS_SERVER", "nats-server", INSTALL);
-    // nats-server has no command-line flag for max_payload; it goes in a file.
+    // The server's defaults, as scripts/stack, compose and Helm run it (so
+    // `max_payload` is 1 MiB), plus whatever a test asked for. Settings such
+    // as max_payload have no command-line flag; they go in a file.
     let conf = dir.join("nats.conf");
     let extra = std::fs::read_to_string(dir.join(EXTRA_CONF)).unwrap_or_default();
-    std::fs::write(&conf, format!("max_payload: 8MB\n{extra}"))
-        .unwrap_or_else(|e| panic!("write {}: {e}", conf.display()));
+    std::fs::write(&conf, extra).unwrap_or_else(|e| panic!("write {}: {e}", conf.display()));
     let mut cmd = Command::new(bin);
     cmd.arg("-c")
         .arg(&conf)

@@ -1,7 +1,8 @@
 //! The project's own binaries, spawned with config pointing at a [`crate::Stack`].
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
@@ -15,17 +16,17 @@ pub const READY_MARKER: &str = "service ready";
 
 /// Path of a workspace binary (e.g. `caucus-coordinator`).
 ///
-/// `$CAUCUS_BIN_DIR` wins; otherwise the cargo target dir this test binary
-/// runs from. Panics with the build command when the binary is missing.
+/// `$CAUCUS_BIN_DIR` wins, used as it is (nothing is built). Otherwise the
+/// cargo target dir this test binary runs from, after [`build_binaries`] has
+/// brought the workspace's binaries up to date there, so a plain
+/// `cargo test -p caucus-tests` never runs stale binaries. Panics when the
+/// binary is missing.
 pub fn bin_path(name: &str) -> PathBuf {
     let dir = match std::env::var_os("CAUCUS_BIN_DIR") {
         Some(d) => PathBuf::from(d),
         None => {
-            let exe = std::env::current_exe().expect("current_exe");
-            let mut dir = exe.parent().expect("exe dir").to_path_buf();
-            if dir.ends_with("deps") {
-                dir.pop();
-            }
+            let dir = exe_profile_dir();
+            build_binaries(&dir);
             dir
         }
     };
@@ -38,6 +39,71 @@ pub fn bin_path(name: &str) -> PathBuf {
         );
     }
     path
+}
+
+/// The profile dir (`target/debug`, `target/release`, …) this process runs
+/// from: test and bench binaries live in its `deps/`.
+fn exe_profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut dir = exe.parent().expect("exe dir").to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    dir
+}
+
+/// Runs `$CARGO build --workspace --bins` once per process (the first
+/// [`bin_path`] call; the others wait for it), into `profile_dir`'s target
+/// dir with its profile (`debug` = dev, `release`, or a custom profile), so
+/// the binaries match the test binary's build. Silent when it succeeds;
+/// panics with cargo's stderr when it fails, in every test that asks.
+///
+/// Why this cannot deadlock: `cargo test` (and `cargo bench`, `cargo run`)
+/// releases the target dir's build lock once compiling is done, before it
+/// runs anything, so the nested build takes the lock freely. Test binaries
+/// that cargo or a developer run in parallel each build once, and cargo's
+/// file lock serialises them: the first does the work, the rest find
+/// everything fresh. After `scripts/test`'s own build step it is a no-op.
+/// A cross-compiled run (`--target`, binaries under `target/<triple>/`)
+/// should set `$CAUCUS_BIN_DIR`.
+fn build_binaries(profile_dir: &Path) {
+    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+        let target_dir = profile_dir.parent().unwrap_or(profile_dir);
+        let mut cmd = Command::new(&cargo);
+        cmd.args(["build", "--workspace", "--bins"])
+            .arg("--manifest-path")
+            .arg(&manifest)
+            .arg("--target-dir")
+            .arg(target_dir);
+        match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => {}
+            Some("release") => {
+                cmd.arg("--release");
+            }
+            Some(other) => {
+                cmd.args(["--profile", other]);
+            }
+        }
+        let out = cmd
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("run {}: {e}", cargo.to_string_lossy()))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "`{cmd:?}` failed ({}):\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    });
+    if let Err(e) = built {
+        panic!("building the workspace binaries for this test: {e}");
+    }
 }
 
 /// Builder for a [`Service`]. Cloneable, so a tool can spawn the same
