@@ -4,6 +4,7 @@
 
 use serde_json::{json, Value};
 
+use super::render::{duration, num, text, when};
 use super::Client;
 
 /// `caucus gate` subcommands.
@@ -181,13 +182,18 @@ pub async fn run(client: &Client, cmd: GateCommand, as_json: bool) -> anyhow::Re
             }
             let r = client.call_ok("coordinator", "gate_review", body).await?;
             if !as_json {
-                print_review(&r);
+                print!("{}", render_review(&r));
                 return Ok(0);
             }
             r
         }
     };
-    println!("{}", serde_json::to_string_pretty(&reply)?);
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&reply)?);
+    } else {
+        // Every other subcommand printed its text and returned above.
+        print!("{}", render_decision(&reply));
+    }
     Ok(0)
 }
 
@@ -247,25 +253,6 @@ fn print_list(r: &Value) {
             },
             g["workflow_id"].as_str().unwrap_or("?"),
         );
-    }
-}
-
-fn duration(ms: i64) -> String {
-    let s = ms / 1000;
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    } else if s >= 60 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{}.{}s", s, (ms % 1000) / 100)
-    }
-}
-
-fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
     }
 }
 
@@ -329,14 +316,14 @@ pub fn render_package(p: &Value) -> String {
             text(&d["conservative_position"]["statement"]),
             text(&d["rule"]),
             text(&d["rationale"]),
-            text(&d["override_window_deadline"]),
+            when(&d["override_window_deadline"]),
             text(&d["downstream_dependencies"]),
         ));
         for (side, pos) in d["positions"].as_object().into_iter().flatten() {
             out.push_str(&format!(
                 "    {side}: {} (credibility {})\n",
                 text(&pos["statement"]),
-                text(&d["credibility"][side]["score"]),
+                credibility(&d["credibility"][side]),
             ));
         }
     }
@@ -345,10 +332,14 @@ pub fn render_package(p: &Value) -> String {
         out.push_str(&format!("\nPrecedents ({}):\n", prec.len()));
         for x in prec {
             out.push_str(&format!(
-                "  {}  {}  → {}\n",
+                "  {}  {}  → {}{}\n",
                 text(&x["debate_id"]),
                 text(&x["topic"]),
                 text(&x["outcome"]),
+                match x["similarity"].as_f64() {
+                    Some(sim) => format!("  (similarity {})", num(sim)),
+                    None => String::new(),
+                },
             ));
         }
     }
@@ -370,46 +361,395 @@ pub fn render_package(p: &Value) -> String {
     out
 }
 
-fn print_review(r: &Value) {
-    let f = &r["facilitator"];
-    println!(
-        "debate {}: {} (level {}, {})",
-        text(&f["debate"]["debate_id"]),
-        text(&f["resolution"]["method"]),
-        text(&f["resolution"]["level"]),
-        text(&f["resolution"]["final_position"]["statement"]),
+/// A credibility entry `{score, ci, data_points}` as `0.91 ± 0.05 (12
+/// data points)`; `-` when there is none.
+fn credibility(c: &Value) -> String {
+    let Some(score) = c["score"].as_f64() else {
+        return "-".into();
+    };
+    let mut out = num(score);
+    if let Some(ci) = c["ci"].as_f64() {
+        out.push_str(&format!(" ± {}", num(ci)));
+    }
+    if let Some(n) = c["data_points"].as_u64() {
+        out.push_str(&format!(
+            " ({n} data point{})",
+            if n == 1 { "" } else { "s" }
+        ));
+    }
+    out
+}
+
+/// `"why"`, quoted, after a colon; nothing without a rationale.
+fn because(rationale: &Value) -> String {
+    match rationale.as_str().map(str::trim) {
+        Some(r) if !r.is_empty() => format!(": {r:?}"),
+        _ => String::new(),
+    }
+}
+
+fn names(v: &Value) -> Option<String> {
+    v.as_array()
+        .filter(|a| !a.is_empty())
+        .map(|a| a.iter().map(text).collect::<Vec<_>>().join(", "))
+}
+
+/// A `coordinator.gate_decide` reply as a person reads it, e.g.
+/// `approved gate review of AAPL (wf-1) by alice: "figures tie out"`.
+pub fn render_decision(r: &Value) -> String {
+    let w = &r["workflow"];
+    let d = &r["decision"];
+    let action = r["action"].as_str().unwrap_or("?");
+    let verb = match action {
+        "approve" => "approved",
+        "reject" => "rejected",
+        "send_back" => "sent back",
+        other => other,
+    };
+    let mut out = format!(
+        "{verb} gate {} of {} ({}) by {}{}\n",
+        text(&r["gate"]),
+        text(&w["item"]),
+        text(&r["workflow_id"]),
+        text(&d["decided_by"]),
+        because(&d["rationale"]),
     );
+    if let Some(ms) = d["response_ms"].as_i64() {
+        out.push_str(&format!("  decided {} after the gate opened", duration(ms)));
+        match d["reminders_sent"].as_u64() {
+            Some(n) if n > 0 => out.push_str(&format!(", after {n} reminder(s)")),
+            _ => {}
+        }
+        if d["escalated"].as_bool() == Some(true) {
+            out.push_str(", escalated");
+        }
+        out.push('\n');
+    }
+    if let Some(again) = names(&r["renewed"]) {
+        out.push_str(&format!(
+            "  running again: {again}; the gate reopens after them\n"
+        ));
+    }
+    if let Some(ready) = names(&r["newly_ready"]) {
+        out.push_str(&format!("  now ready: {ready}\n"));
+    }
+    if !w.is_null() {
+        out.push_str(&format!(
+            "  workflow {}: {}/{} tasks done",
+            text(&w["state"]),
+            text(&w["progress"]["completed"]),
+            text(&w["progress"]["total"]),
+        ));
+        if let Some(f) = w["failure"].as_str() {
+            out.push_str(&format!(" ({f})"));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// A position as `statement (metric = value)`.
+fn position(p: &Value) -> String {
+    if p.is_null() {
+        return "-".into();
+    }
+    let mut out = text(&p["statement"]);
+    if let (Some(m), false) = (p["metric"].as_str(), p["value"].is_null()) {
+        out.push_str(&format!(" ({m} = {})", text(&p["value"])));
+    }
+    out
+}
+
+/// A `coordinator.gate_review` reply as a person reads it: the action, the
+/// debate, the value that now applies and, for an override, the impact:
+/// which analyses change, old → new estimates, and what re-runs.
+pub fn render_review(r: &Value) -> String {
+    let f = &r["facilitator"];
+    let d = &f["debate"];
+    let res = &f["resolution"];
+    let who = match res["decided_by"].as_str() {
+        Some(w) => format!(" by {w}"),
+        None => String::new(),
+    };
+    let id = text(&d["debate_id"]);
+    let topic = text(&d["topic"]);
+    let mut out = match res["method"].as_str().unwrap_or("") {
+        "gate_confirm" => format!(
+            "confirmed the provisional decision of debate {id} ({topic}){who}\n  stands: {}\n",
+            position(&res["final_position"])
+        ),
+        "gate_override" => format!(
+            "overrode the provisional decision of debate {id} ({topic}){who}\n  now: {}\n",
+            position(&res["final_position"])
+        ),
+        "gate_redebate" => format!("sent debate {id} ({topic}) back to debate{who}\n"),
+        other => format!(
+            "debate {id} ({topic}): {}{who}\n  now: {}\n",
+            if other.is_empty() { "reviewed" } else { other },
+            position(&res["final_position"])
+        ),
+    };
+    if let Some(why) = res["rationale"].as_str().filter(|s| !s.is_empty()) {
+        out.push_str(&format!("  rationale: {why}\n"));
+    }
     if let Some(rep) = f["impact"]["report"].as_object() {
-        println!(
-            "impact: {} analyses affected, {} high impact",
-            rep.get("affected_count").map(text).unwrap_or_default(),
-            rep.get("high_impact_count").map(text).unwrap_or_default()
-        );
-        for i in rep
-            .get("impacts")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-        {
-            println!(
-                "  {:<20} {} → {}  ({})",
-                text(&i["analysis_id"]),
-                text(&i["old_value"]),
-                text(&i["estimated_new_value"]),
-                text(&i["action"])
+        let ch = &rep["changed_assumption"];
+        if !ch.is_null() {
+            out.push_str(&format!(
+                "  {}: {} → {}\n",
+                text(&ch["metric"]),
+                text(&ch["old_value"]),
+                text(&ch["new_value"]),
+            ));
+        }
+        let impacts = rep["impacts"].as_array().cloned().unwrap_or_default();
+        out.push_str(&format!(
+            "impact: {} analys{} affected, {} must re-run{}\n",
+            text(&rep["affected_count"]),
+            if rep["affected_count"] == 1 {
+                "is"
+            } else {
+                "es"
+            },
+            text(&rep["high_impact_count"]),
+            match rep["total_rerun_minutes"].as_f64() {
+                Some(m) if m > 0.0 => format!(" (about {} min)", num(m)),
+                _ => String::new(),
+            }
+        ));
+        let rows: Vec<Vec<String>> = impacts
+            .iter()
+            .map(|i| {
+                vec![
+                    text(&i["analysis_id"]),
+                    text(&i["output_metric"]),
+                    format!(
+                        "{} → {}",
+                        text(&i["old_value"]),
+                        text(&i["estimated_new_value"])
+                    ),
+                    if i["requires_rerun"].as_bool() == Some(true) {
+                        "re-run".into()
+                    } else {
+                        "update".into()
+                    },
+                    text(&i["action"]),
+                ]
+            })
+            .collect();
+        if !rows.is_empty() {
+            use super::render::{table, Align::Left};
+            let t = table(
+                &[
+                    ("analysis", Left),
+                    ("metric", Left),
+                    ("old → new (est.)", Left),
+                    ("", Left),
+                    ("action", Left),
+                ],
+                &rows,
             );
+            for l in t.lines() {
+                out.push_str(&format!("  {l}\n"));
+            }
         }
     }
     if let Some(id) = f["redebate_id"].as_str() {
-        println!("re-debate opened: {id}");
+        out.push_str(&format!("re-debate opened: {id} (caucus debate {id})\n"));
     }
     let rr = &r["rerun"];
-    if let Some(renewed) = rr["renewed"].as_array().filter(|a| !a.is_empty()) {
-        println!(
-            "re-running {} ({}): {}",
-            text(&rr["rerun_id"]),
-            renewed.len(),
-            renewed.iter().map(text).collect::<Vec<_>>().join(", ")
+    if let Some(renewed) = names(&rr["renewed"]) {
+        out.push_str(&format!(
+            "re-running ({}): {renewed}\n",
+            text(&rr["rerun_id"])
+        ));
+    } else if !rr.is_null() {
+        out.push_str("nothing to re-run; tasks that have not run yet use the settled value\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workflow(state: &str) -> Value {
+        json!({"workflow_id": "wf-1", "item": "AAPL", "state": state,
+               "progress": {"completed": 3, "total": 5}})
+    }
+
+    #[test]
+    fn decisions_read_as_sentences() {
+        let approve = json!({
+            "workflow_id": "wf-1", "gate": "review", "action": "approve",
+            "decision": {"action": "approve", "decided_by": "alice",
+                         "rationale": "figures tie out", "response_ms": 187000,
+                         "reminders_sent": 1, "escalated": false},
+            "newly_ready": ["report"], "renewed": [],
+            "workflow": workflow("running"),
+        });
+        let out = render_decision(&approve);
+        assert_eq!(
+            out,
+            "approved gate review of AAPL (wf-1) by alice: \"figures tie out\"\n  \
+             decided 3m07s after the gate opened, after 1 reminder(s)\n  \
+             now ready: report\n  \
+             workflow running: 3/5 tasks done\n"
         );
+        let back = json!({
+            "workflow_id": "wf-1", "gate": "review", "action": "send_back",
+            "decision": {"decided_by": "bob", "rationale": "redo", "response_ms": 900},
+            "newly_ready": ["valuation"], "renewed": ["valuation", "report"],
+            "workflow": workflow("running"),
+        });
+        let out = render_decision(&back);
+        assert!(
+            out.starts_with("sent back gate review of AAPL (wf-1) by bob: \"redo\"\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("running again: valuation, report; the gate reopens after them"),
+            "{out}"
+        );
+        let mut reject = approve.clone();
+        reject["action"] = json!("reject");
+        reject["decision"]["rationale"] = json!("");
+        reject["newly_ready"] = json!([]);
+        reject["workflow"] = workflow("failed");
+        reject["workflow"]["failure"] = json!("rejected at gate review");
+        let out = render_decision(&reject);
+        assert!(
+            out.starts_with("rejected gate review of AAPL (wf-1) by alice\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("workflow failed: 3/5 tasks done (rejected at gate review)"),
+            "{out}"
+        );
+        assert!(!out.contains('{'), "no JSON in the text: {out}");
+    }
+
+    #[test]
+    fn an_override_shows_its_impact_rounded() {
+        let r = json!({
+            "facilitator": {
+                "debate": {"debate_id": "D-1", "topic": "operating margin 25%"},
+                "resolution": {
+                    "method": "gate_override", "level": 5, "decided_by": "alice",
+                    "rationale": "guidance raised",
+                    "final_position": {"statement": "operating_margin 28% (set at gate review)",
+                                       "metric": "operating_margin", "value": 0.28},
+                },
+                "impact": {
+                    "report": {
+                        "changed_assumption": {"metric": "operating_margin",
+                                               "old_value": 0.25, "new_value": 0.28},
+                        "affected_count": 2, "high_impact_count": 1,
+                        "total_rerun_minutes": 12.333333,
+                        "impacts": [
+                            {"analysis_id": "AAPL/valuation", "output_metric": "target_price",
+                             "old_value": 185.0, "estimated_new_value": 199.8000001,
+                             "requires_rerun": true, "action": "re-run"},
+                            {"analysis_id": "AAPL/report", "output_metric": "confidence_score",
+                             "old_value": 0.7, "estimated_new_value": 0.71666666,
+                             "requires_rerun": false, "action": "update figures"},
+                        ],
+                    },
+                    "plan": {},
+                },
+                "redebate_id": null,
+            },
+            "rerun": {"rerun_id": "rr-1", "renewed": ["valuation", "report"]},
+        });
+        let out = render_review(&r);
+        assert!(
+            out.starts_with(
+                "overrode the provisional decision of debate D-1 (operating margin 25%) by alice\n  \
+                 now: operating_margin 28% (set at gate review) (operating_margin = 0.28)\n"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("  rationale: guidance raised\n"), "{out}");
+        assert!(out.contains("  operating_margin: 0.25 → 0.28\n"), "{out}");
+        assert!(
+            out.contains("impact: 2 analyses affected, 1 must re-run (about 12.33 min)"),
+            "{out}"
+        );
+        assert!(out.contains("185.00 → 199.80"), "{out}");
+        assert!(out.contains("0.70 → 0.72"), "{out}");
+        assert!(
+            !out.contains("199.8000001") && !out.contains("0.71666"),
+            "{out}"
+        );
+        // The impact rows are aligned: the estimates start in one column.
+        let row = |id: &str| out.lines().find(|l| l.contains(id)).unwrap().to_string();
+        let (a, b) = (row("AAPL/valuation"), row("AAPL/report"));
+        assert_eq!(a.find("185.00"), b.find("0.70"), "{out}");
+        assert_eq!(a.find("target_price"), b.find("confidence_score"), "{out}");
+        assert!(
+            out.contains("re-running (rr-1): valuation, report"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn confirm_and_redebate() {
+        let confirm = json!({"facilitator": {
+            "debate": {"debate_id": "D-2", "topic": "t"},
+            "resolution": {"method": "gate_confirm", "decided_by": "bob",
+                           "final_position": {"statement": "margin 25%"}},
+            "impact": null, "redebate_id": null}});
+        assert_eq!(
+            render_review(&confirm),
+            "confirmed the provisional decision of debate D-2 (t) by bob\n  stands: margin 25%\n"
+        );
+        let redebate = json!({"facilitator": {
+            "debate": {"debate_id": "D-3", "topic": "t"},
+            "resolution": {"method": "gate_redebate", "decided_by": "bob"},
+            "impact": null, "redebate_id": "D-3-r1"}});
+        assert_eq!(
+            render_review(&redebate),
+            "sent debate D-3 (t) back to debate by bob\nre-debate opened: D-3-r1 (caucus debate D-3-r1)\n"
+        );
+    }
+
+    #[test]
+    fn the_package_rounds_credibility_and_confidence() {
+        let p = json!({
+            "workflow_id": "wf-1", "item": "AAPL", "pipeline": "stock-analysis",
+            "gate": {"gate": "review", "waiting_ms": 65000, "reminders_sent": 0, "escalated": false},
+            "findings": [{"from_agent": "financial", "finding": "margin 25%",
+                          "confidence": 0.8333333333, "evidence": ["10-K"]}],
+            "open_debates": [],
+            "provisional": {"count": 1, "message": "1 provisional decision requires review",
+                "decisions": [{
+                    "debate_id": "D-1", "topic": "margin",
+                    "conservative_position": {"statement": "margin 22%"},
+                    "rule": "lowest:operating_margin", "rationale": "conservative",
+                    "override_window_deadline": "2026-11-25T15:00:00Z",
+                    "downstream_dependencies": ["valuation", "report"],
+                    "positions": {"financial": {"statement": "margin 25%"},
+                                  "skeptic": {"statement": "margin 22%"}},
+                    "credibility": {
+                        "financial": {"score": 0.999997851310515, "ci": 0.0512345, "data_points": 12},
+                        "skeptic": null,
+                    },
+                }]},
+            "precedents": [{"debate_id": "D-0", "topic": "margin", "outcome": "22%",
+                            "similarity": 0.66666}],
+            "can_approve": false, "blocking": ["1 provisional decision requires review"],
+        });
+        let out = render_package(&p);
+        assert!(out.contains("(confidence 0.83)"), "{out}");
+        assert!(
+            out.contains("financial: margin 25% (credibility 1.00 ± 0.05 (12 data points))"),
+            "{out}"
+        );
+        assert!(out.contains("skeptic: margin 22% (credibility -)"), "{out}");
+        assert!(out.contains("review by: 2026-11-25 15:00:00 UTC"), "{out}");
+        assert!(out.contains("downstream: valuation, report"), "{out}");
+        assert!(out.contains("(similarity 0.67)"), "{out}");
+        assert!(out.contains("open for 1m05s"), "{out}");
+        assert!(!out.contains("0.9999"), "{out}");
     }
 }

@@ -266,7 +266,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Gate(cmd) => gate::run(&client, cmd, cli.json).await,
         Command::Debates(a) => debates::list(&client, a, cli.json).await,
-        Command::Debate { debate_id } => debates::show(&client, &debate_id).await,
+        Command::Debate { debate_id } => debates::show(&client, &debate_id, cli.json).await,
         Command::Decide(a) => debates::decide(&client, a, cli.json).await,
         Command::Status {
             ids,

@@ -1,10 +1,12 @@
 //! `caucus plan`.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use serde_json::{json, Value};
 
 use super::{Client, PipelineArg};
+use crate::pipeline::PipelineSpec;
 
 /// The `pipeline` field of a request: a name, or the parsed file.
 pub fn pipeline_value(p: &PipelineArg) -> anyhow::Result<Value> {
@@ -13,13 +15,55 @@ pub fn pipeline_value(p: &PipelineArg) -> anyhow::Result<Value> {
     };
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-    let is_json = path.extension().is_some_and(|e| e == "json");
+    parse_pipeline_file(path, &text)
+}
+
+/// A pipeline file's text as the request's inline spec: JSON for a `.json`
+/// file, TOML otherwise. Its shape is checked here, so a typo is reported
+/// in the format the file is written in, with its line and column (the
+/// coordinator, which receives JSON, could only say "json").
+pub fn parse_pipeline_file(path: &Path, text: &str) -> anyhow::Result<Value> {
+    let is_json = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"));
     if is_json {
-        return Ok(serde_json::from_str(&text)?);
+        return match serde_json::from_str::<PipelineSpec>(text) {
+            Err(e) if e.is_syntax() || e.is_eof() => {
+                Err(anyhow::anyhow!("{}: invalid JSON: {e}", path.display()))
+            }
+            Err(e) => Err(anyhow::anyhow!(
+                "{}: invalid pipeline spec (JSON): {e}",
+                path.display()
+            )),
+            Ok(_) => Ok(serde_json::from_str(text)?),
+        };
     }
-    let t: toml::Value =
-        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let t: toml::Value = toml::from_str(text).map_err(|e| {
+        anyhow::anyhow!("{}: invalid TOML: {}", path.display(), toml_error(text, &e))
+    })?;
+    if let Err(e) = toml::from_str::<PipelineSpec>(text) {
+        anyhow::bail!(
+            "{}: invalid pipeline spec (TOML): {}",
+            path.display(),
+            toml_error(text, &e)
+        );
+    }
     Ok(serde_json::to_value(t)?)
+}
+
+/// A toml error as `line L, column C: message` (the message alone when the
+/// error has no position).
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().trim_end();
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("line {line}, column {column}: {msg}")
+        }
+        None => msg.to_string(),
+    }
 }
 
 /// Parses `AGENT=N` pairs.
@@ -58,4 +102,69 @@ pub async fn run(
         print!("{}", plan["gantt"].as_str().unwrap_or_default());
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "name = \"p\"\n[capacities]\na = 1\n[[stages]]\nname = \"one\"\nagent = \"a\"\nexpected_duration = 2\n";
+
+    #[test]
+    fn a_toml_file_becomes_the_inline_spec() {
+        let v = parse_pipeline_file(Path::new("p.toml"), GOOD).unwrap();
+        assert_eq!(v["name"], "p");
+        assert_eq!(v["stages"][0]["agent"], "a");
+        assert!(crate::pipeline::PipelineSpec::from_json(v).is_ok());
+    }
+
+    #[test]
+    fn a_toml_typo_is_reported_as_toml_with_its_position() {
+        let typo = GOOD.replace("expected_duration", "expected_duraton");
+        let e = parse_pipeline_file(Path::new("bad.toml"), &typo)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("bad.toml: invalid pipeline spec (TOML): line 7, column 1: "),
+            "{e}"
+        );
+        assert!(e.contains("expected_duraton"), "{e}");
+        assert!(!e.contains("json") && !e.contains("JSON"), "{e}");
+        let syntax = GOOD.replace("name = \"one\"", "name = \"one");
+        let e = parse_pipeline_file(Path::new("bad.toml"), &syntax)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("bad.toml: invalid TOML: line 5, column "),
+            "{e}"
+        );
+        let wrong_type = GOOD.replace("a = 1", "a = \"one\"");
+        let e = parse_pipeline_file(Path::new("bad.toml"), &wrong_type)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("bad.toml: invalid pipeline spec (TOML): line 3, column 5: "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_json_file_is_reported_as_json() {
+        let ok = r#"{"name": "p", "stages": [{"name": "one", "agent": "a"}]}"#;
+        let v = parse_pipeline_file(Path::new("p.json"), ok).unwrap();
+        assert_eq!(v["stages"][0]["name"], "one");
+        let typo = "{\"name\": \"p\",\n \"stagse\": []}";
+        let e = parse_pipeline_file(Path::new("bad.json"), typo)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("bad.json: invalid pipeline spec (JSON): unknown field `stagse`"),
+            "{e}"
+        );
+        assert!(e.contains("line 2 column"), "{e}");
+        let e = parse_pipeline_file(Path::new("bad.json"), "{\"name\": ")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("bad.json: invalid JSON: "), "{e}");
+    }
 }
