@@ -35,6 +35,21 @@ fn plan_shows_the_seed_makespans() {
     let (code, _, err) = caucus(&stack, &["plan", "AAPL", "--pipeline", "nope"]);
     assert_eq!(code, 1);
     assert!(err.contains("unknown pipeline `nope`"), "{err}");
+    // A typo in a TOML file is reported as TOML, with its line and column.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "name = \"p\"\n[[stages]]\nname = \"one\"\nagnet = \"a\"\n",
+    )
+    .unwrap();
+    let (code, _, err) = caucus(&stack, &["plan", "AAPL", "--file", bad.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("bad.toml: invalid pipeline spec (TOML): line 4, column 1: ")
+            && err.contains("agnet"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -133,6 +148,35 @@ fn gate_and_debates_commands() {
     let (code, _, err) = caucus(&stack, &["gate", "reject", "ZED"]);
     assert_ne!(code, 0);
     assert!(err.contains("rationale"), "{err}");
+    // Decisions read as sentences; `--json` gives the reply.
+    let (code, out, err) = caucus(
+        &stack,
+        &[
+            "gate",
+            "send-back",
+            "ZED",
+            "--reviewer",
+            "ana",
+            "--rationale",
+            "check again",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.starts_with("sent back gate signoff of ZED (")
+            && out.contains(") by ana: \"check again\"\n"),
+        "{out}"
+    );
+    assert!(out.contains("running again: work"), "{out}");
+    assert!(!out.contains('{'), "{out}");
+    caucus_harness::wait_until(
+        "the gate to open again",
+        std::time::Duration::from_secs(20),
+        || {
+            let (_, out, _) = caucus(&stack, &["gate", "list"]);
+            out.contains("signoff").then_some(())
+        },
+    );
     let (code, out, err) = caucus(
         &stack,
         &[
