@@ -6,7 +6,9 @@
 //! override). Level 2 is left out on purpose: it is the facilitator's own
 //! judgment from the track records, and feeding it back would let the
 //! credibility engine confirm itself. Provisional defaults (level 4) and
-//! re-debates decide nothing about who was right.
+//! re-debates decide nothing about who was right. Debates over synthetic
+//! data (`challenge.synthetic`, e.g. the built-in analysts on the bundled
+//! data set) feed nothing either: their outcomes describe the data set.
 //!
 //! Each side with a position gets one record: outcome 1 when the position
 //! that stood is its own (same statement, or same metric and value, or it is
@@ -47,7 +49,7 @@ pub fn counts(method: ResolutionMethod) -> bool {
 
 /// Track records `r` gives the debate's two agents (see the module docs).
 pub fn track_records(d: &Debate, r: &ResolutionRecord, default_regime: &str) -> Vec<TrackRecord> {
-    if !counts(r.method) || r.provisional {
+    if !counts(r.method) || r.provisional || d.challenge.synthetic {
         return Vec::new();
     }
     let Some(fin) = r.final_position.as_ref() else {

@@ -828,3 +828,12 @@ fn the_precedent_index_follows_the_stored_versions() {
     idx.remove("P1");
     assert!(idx.find(&new).is_empty());
 }
+
+#[test]
+fn debates_over_synthetic_data_feed_no_track_record() {
+    let mut d = resolved_debate("L1", 100);
+    let r = d.resolution.clone().unwrap();
+    assert_eq!(outcomes::track_records(&d, &r, "").len(), 2);
+    d.challenge.synthetic = true;
+    assert!(outcomes::track_records(&d, &r, "").is_empty());
+}

@@ -24,6 +24,39 @@ pub struct ListRequest {
     /// Only this item.
     #[serde(default)]
     pub item: Option<String>,
+    /// Debates per page (default [`ListRequest::DEFAULT_LIMIT`], at most
+    /// [`ListRequest::MAX_LIMIT`]).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Where the page starts: the `next_cursor` of the previous page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+impl ListRequest {
+    /// Debates per page unless `limit` says otherwise.
+    pub const DEFAULT_LIMIT: usize = 200;
+    /// The largest page (a debate summary is well under 1 KiB, so a page
+    /// stays far below NATS's 1 MiB `max_payload`).
+    pub const MAX_LIMIT: usize = 500;
+
+    /// The page size asked for, within bounds.
+    pub fn page_size(&self) -> usize {
+        self.limit
+            .unwrap_or(Self::DEFAULT_LIMIT)
+            .clamp(1, Self::MAX_LIMIT)
+    }
+
+    /// The first position of the page (`cursor` is an offset in queue
+    /// order); an unreadable cursor is an error, not the first page.
+    pub fn offset(&self) -> Result<usize, String> {
+        match &self.cursor {
+            None => Ok(0),
+            Some(c) => c
+                .parse()
+                .map_err(|_| format!("cursor '{c}' is not one this operation returned")),
+        }
+    }
 }
 
 /// `facilitator.debate`: one debate in full.

@@ -130,6 +130,13 @@ pub struct Challenge {
     /// The workflow concerned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workflow_id: Option<String>,
+    /// Both positions come from synthetic data (e.g. the built-in analysts
+    /// over the bundled data set). The debate runs as any other, but its
+    /// outcome does not feed the agents' track records: it would teach the
+    /// credibility engine about the data set, not about the agents, and
+    /// real agents of the same types would inherit it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub synthetic: bool,
 }
 
 impl MessageContent for Challenge {

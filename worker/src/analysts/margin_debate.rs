@@ -76,6 +76,9 @@ pub struct ChallengeInput<'a> {
     pub threshold: f64,
     /// The current market regime, if any.
     pub regime: Option<String>,
+    /// Both positions come from a synthetic data set (the bundled one):
+    /// the facilitator then keeps the outcome out of the track records.
+    pub synthetic: bool,
 }
 
 fn position(agent: &str, v: &View, company: &Company) -> Value {
@@ -129,6 +132,9 @@ pub fn challenge(input: &ChallengeInput<'_>) -> Value {
     });
     if let Some(r) = &input.regime {
         content["regime"] = json!(r);
+    }
+    if input.synthetic {
+        content["synthetic"] = json!(true);
     }
     content
 }
@@ -334,6 +340,7 @@ mod tests {
             },
             threshold: 0.03,
             regime: Some("BEAR_HIGH_RATES".into()),
+            synthetic: false,
         });
         let parsed: caucus_shared::messages::Challenge =
             serde_json::from_value(ch.clone()).unwrap();

@@ -233,6 +233,7 @@ pub(crate) fn analyse(ctx: &Ctx<'_>) -> Result<Analysis, AnalystError> {
             strategy: view("strategy", s),
             threshold: debate_gap,
             regime: regime_name.clone(),
+            synthetic: ctx.data.is_synthetic(),
         });
         let summary = json!({
             "debate_id": margin_debate::debate_id(&ctx.task.workflow_id),
