@@ -81,7 +81,9 @@ pub enum Command {
         /// Wall time of one pipeline time unit, in ms.
         #[arg(long)]
         time_unit_ms: Option<u64>,
-        /// Follow progress until every workflow finishes.
+        /// Follow progress until every workflow finishes; stops with exit
+        /// code 4 (and the `caucus gate` commands to run) when every
+        /// unfinished workflow waits for a person at a gate.
         #[arg(long, short = 'w')]
         watch: bool,
         /// Human gates approve themselves whenever nothing needs review

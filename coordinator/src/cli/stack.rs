@@ -15,10 +15,19 @@ pub fn repo_root() -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
-/// Exports `KEY=VALUE` lines of `.caucus/stack.env` not already set.
+/// The local stack's state directory: `$CAUCUS_STATE` (what
+/// `scripts/stack` uses) or `.caucus` in the repository root.
+pub fn state_dir() -> Option<PathBuf> {
+    if let Some(s) = std::env::var_os("CAUCUS_STATE").filter(|s| !s.is_empty()) {
+        return Some(PathBuf::from(s));
+    }
+    repo_root().map(|r| r.join(".caucus"))
+}
+
+/// Exports `KEY=VALUE` lines of the stack's `stack.env` not already set.
 pub fn load_stack_env() {
-    let Some(root) = repo_root() else { return };
-    let Ok(text) = std::fs::read_to_string(root.join(".caucus").join("stack.env")) else {
+    let Some(dir) = state_dir() else { return };
+    let Ok(text) = std::fs::read_to_string(dir.join("stack.env")) else {
         return;
     };
     for line in text.lines() {

@@ -159,7 +159,19 @@ pub async fn run(
             reply["submission_id"].as_str().unwrap_or("?")
         );
     }
-    let fin = watch_until_done(client, &ids, !as_json).await?;
+    let fin = match watch_until_done(client, &ids, !as_json, true).await? {
+        WatchEnd::Done(fin) => fin,
+        WatchEnd::AtGates(fin, waiting) => {
+            if as_json {
+                let mut fin = fin;
+                fin["waiting_at_gates"] = json!(waiting);
+                println!("{}", serde_json::to_string_pretty(&fin)?);
+            } else {
+                print_at_gates(&waiting);
+            }
+            return Ok(EXIT_AT_GATE);
+        }
+    };
     if as_json {
         println!("{}", serde_json::to_string_pretty(&fin)?);
     }
@@ -352,28 +364,44 @@ pub enum SubmissionTarget {
     Key(String),
 }
 
-/// Polls status until every workflow in `ids` completed or failed, drawing
-/// progress. On a terminal the view is redrawn in place; otherwise only
-/// state changes are printed. Returns the final status reply.
+/// How `--watch` ended.
+#[derive(Debug)]
+pub enum WatchEnd {
+    /// Every workflow completed, failed or was paused: the last status.
+    Done(Value),
+    /// Every unfinished workflow waits for a person at a gate: the last
+    /// status and the waiting workflows (`[{workflow_id, item, gates}]`).
+    AtGates(Value, Vec<Value>),
+}
+
+/// Exit code of `submit --watch` when it stops because every unfinished
+/// workflow waits for a person at a gate.
+pub const EXIT_AT_GATE: i32 = 4;
+
+/// Polls status until every workflow in `ids` completed, failed or paused
+/// (or, with `stop_at_gates`, until every unfinished one waits for a
+/// person at a gate), drawing progress. On a terminal the view is redrawn
+/// in place; otherwise a line is printed only when the count of finished
+/// workflows changes, and the workflows' final lines at the end.
 pub async fn watch_until_done(
     client: &Client,
     ids: &[String],
     draw: bool,
-) -> anyhow::Result<Value> {
+    stop_at_gates: bool,
+) -> anyhow::Result<WatchEnd> {
     let tty = std::io::stdout().is_terminal();
     let started = Instant::now();
     let mut last_lines = 0usize;
-    let mut last_states: std::collections::HashMap<String, String> = Default::default();
+    let mut last_done = usize::MAX;
+    // Progress of the previous poll when every unfinished workflow sat at a
+    // gate: the same picture twice in a row means nothing else moves.
+    let mut gate_picture: Option<Vec<(String, u64)>> = None;
     loop {
         let st = client
             .call_ok("coordinator", "status", json!({"ids": ids}))
             .await?;
         let wfs = st["workflows"].as_array().cloned().unwrap_or_default();
-        let done = wfs
-            .iter()
-            // A paused workflow waits for a person: stop watching it.
-            .filter(|w| matches!(w["state"].as_str(), Some("completed" | "failed" | "paused")))
-            .count();
+        let done = wfs.iter().filter(|w| finished(w)).count();
         if draw {
             let mut out = std::io::stdout().lock();
             if tty {
@@ -394,32 +422,124 @@ pub async fn watch_until_done(
                     utilisation(&st)
                 )?;
                 last_lines = lines + 1;
-            } else {
-                for w in &wfs {
-                    let id = w["workflow_id"].as_str().unwrap_or("").to_string();
-                    let state = format!(
-                        "{}:{}",
-                        w["state"].as_str().unwrap_or(""),
-                        w["progress"]["completed"]
-                    );
-                    if last_states.get(&id) != Some(&state) {
-                        writeln!(
-                            out,
-                            "{:>6.1}s  {}",
-                            started.elapsed().as_secs_f64(),
-                            workflow_line(w)
-                        )?;
-                        last_states.insert(id, state);
-                    }
-                }
+            } else if done != last_done {
+                writeln!(
+                    out,
+                    "{:>6.1}s  {}/{} done  {}",
+                    started.elapsed().as_secs_f64(),
+                    done,
+                    ids.len(),
+                    utilisation(&st)
+                )?;
             }
+            last_done = done;
             out.flush()?;
         }
-        if done == ids.len() && !wfs.is_empty() {
-            return Ok(st);
+        let all_in = !wfs.is_empty() && wfs.len() == ids.len();
+        if all_in && done == ids.len() {
+            print_final(draw && !tty, &wfs)?;
+            return Ok(WatchEnd::Done(st));
+        }
+        if stop_at_gates && all_in {
+            let picture = gate_waits(&wfs);
+            if picture.is_some() && picture == gate_picture {
+                let waiting = waiting_for_people(client, &wfs).await;
+                if waiting.len() == ids.len() - done {
+                    print_final(draw && !tty, &wfs)?;
+                    return Ok(WatchEnd::AtGates(st, waiting));
+                }
+            }
+            gate_picture = picture;
         }
         tokio::time::sleep(WATCH_EVERY).await;
     }
+}
+
+/// Completed, failed, or paused (a paused workflow waits for a person:
+/// stop watching it).
+fn finished(w: &Value) -> bool {
+    matches!(w["state"].as_str(), Some("completed" | "failed" | "paused"))
+}
+
+/// When every unfinished workflow has an open gate: their ids and
+/// progress (to tell a standing picture from a moving one).
+fn gate_waits(wfs: &[Value]) -> Option<Vec<(String, u64)>> {
+    let mut out = Vec::new();
+    for w in wfs.iter().filter(|w| !finished(w)) {
+        if w["open_gates"].as_array().is_none_or(|g| g.is_empty()) {
+            return None;
+        }
+        out.push((
+            w["workflow_id"].as_str().unwrap_or_default().to_string(),
+            w["progress"]["completed"].as_u64().unwrap_or(0),
+        ));
+    }
+    Some(out)
+}
+
+/// The unfinished workflows whose open gate waits for a person: every one
+/// not submitted with `auto_approve_gates`, and an auto-approving one
+/// whose decision package holds provisional decisions to review.
+async fn waiting_for_people(client: &Client, wfs: &[Value]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for w in wfs.iter().filter(|w| !finished(w)) {
+        let id = w["workflow_id"].as_str().unwrap_or_default();
+        let needs_person = if w["auto_approve_gates"] == true {
+            client
+                .call("coordinator", "gate", json!({"workflow_id": id}))
+                .await
+                .is_ok_and(|p| p["provisional"]["count"].as_u64().unwrap_or(0) > 0)
+        } else {
+            true
+        };
+        if needs_person {
+            out.push(json!({"workflow_id": id, "item": w["item"], "gates": w["open_gates"]}));
+        }
+    }
+    out
+}
+
+/// Without a terminal, the workflows' final lines (the first [`LISTED`]).
+fn print_final(print: bool, wfs: &[Value]) -> std::io::Result<()> {
+    if !print {
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    for w in wfs.iter().take(LISTED) {
+        writeln!(out, "{}", workflow_line(w))?;
+    }
+    if wfs.len() > LISTED {
+        writeln!(out, "… and {} more (caucus status)", wfs.len() - LISTED)?;
+    }
+    out.flush()
+}
+
+/// Tells the person what to run at each waiting gate.
+fn print_at_gates(waiting: &[Value]) {
+    println!(
+        "\n{} workflow(s) wait for a person at a gate:",
+        waiting.len()
+    );
+    for w in waiting.iter().take(LISTED) {
+        let id = w["workflow_id"].as_str().unwrap_or("?");
+        let gates: Vec<&str> = w["gates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        println!(
+            "  {:<8} gate {}:  caucus gate show {id}   then   caucus gate approve {id} --rationale \"…\"",
+            w["item"].as_str().unwrap_or("?"),
+            gates.join(",")
+        );
+    }
+    if waiting.len() > LISTED {
+        println!("  … and {} more (caucus gate list)", waiting.len() - LISTED);
+    }
+    println!(
+        "(exit code {EXIT_AT_GATE}: waiting at a human gate; submit with --auto-approve-gates for an unattended run)"
+    );
 }
 
 /// Paging of `caucus status` without ids.
@@ -446,6 +566,8 @@ pub async fn status(
     let mut shown = 0usize;
     // `--json --all`: one document with every page's workflows.
     let mut merged: Option<Value> = None;
+    // Named workflows the coordinator does not hold.
+    let mut missing: Vec<String> = Vec::new();
     loop {
         let mut body = json!({"ids": ids, "states": states, "tasks": tasks});
         if listing {
@@ -457,6 +579,9 @@ pub async fn status(
             }
         }
         let st = client.call_ok("coordinator", "status", body).await?;
+        if !listing && states.is_empty() {
+            missing = super::render::missing_ids(&ids, &st);
+        }
         let next = st["next_cursor"].as_str().map(String::from);
         if as_json {
             shown += st["workflows"].as_array().map_or(0, Vec::len);
@@ -494,10 +619,13 @@ pub async fn status(
     }
     if let Some(m) = merged {
         println!("{}", serde_json::to_string_pretty(&m)?);
-    } else if shown == 0 {
+    } else if shown == 0 && missing.is_empty() {
         println!("no workflows");
     }
-    Ok(0)
+    for id in &missing {
+        eprintln!("no workflow {id} (finished workflows are kept for coordinator.retain_history)");
+    }
+    Ok(if missing.is_empty() { 0 } else { 1 })
 }
 
 /// Prints one status reply; returns how many workflows it showed.

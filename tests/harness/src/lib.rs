@@ -71,7 +71,7 @@ pub fn free_port() -> u16 {
 
 /// Finds a server binary: the env override first, then `PATH`. Panics with
 /// the exact install command when it is missing.
-pub(crate) fn find_binary(env_var: &str, name: &str, install: &str) -> std::path::PathBuf {
+pub fn find_binary(env_var: &str, name: &str, install: &str) -> std::path::PathBuf {
     if let Ok(p) = std::env::var(env_var) {
         return p.into();
     }

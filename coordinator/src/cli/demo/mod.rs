@@ -1,9 +1,13 @@
-//! `caucus demo`: the plan for AAPL+MSFT, a paced batch with live progress
-//! and reports, then a second valuation worker and the same batch again,
-//! planned and measured side by side.
+//! `caucus demo`: the plan for AAPL+MSFT, a paced batch with live progress,
+//! its debates, gates and reports, then a second valuation worker and the
+//! same batch again, planned and measured side by side. Every step it
+//! announces is checked: a step that did not happen makes it exit 1.
 
-use std::collections::BTreeSet;
-use std::path::PathBuf;
+mod reviewer;
+mod story;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -11,17 +15,28 @@ use serde_json::{json, Value};
 
 use caucus_shared::Config;
 
-use super::submit::{report_of, watch_until_done};
+use super::submit::{report_of, watch_until_done, WatchEnd};
 use super::Client;
+use story::Step;
 
-/// Tickers of the bundled (synthetic) data set used by the demo.
+/// Tickers of the bundled (synthetic) data set used by the demo. The first
+/// ten hold the debate story: AMZN, META, AMD, INTC, LLY and NKE, whose
+/// margin debates the challenger rejects at level 1 (more than the
+/// expert's three slots, so some are deferred to the gate), and NVDA and
+/// TSLA, which the agents resolve themselves (DEBATES.md §9).
 const TICKERS: &[&str] = &[
-    "AAPL", "MSFT", "GOOGL", "AMZN", "TSLA", "META", "NVDA", "BRK.B", "JPM", "V", "JNJ", "WMT",
-    "PG", "XOM", "UNH", "HD", "MA", "DIS", "KO", "PEP", "NFLX", "INTC", "CSCO", "ORCL",
+    "AAPL", "MSFT", "AMZN", "META", "AMD", "NVDA", "INTC", "TSLA", "LLY", "NKE", "BRK.B", "GOOGL",
+    "JPM", "V", "JNJ", "WMT", "PG", "XOM", "UNH", "HD", "MA", "DIS", "KO", "PEP", "CSCO", "ORCL",
 ];
+
+/// Fewest tickers whose batch plays the whole debate story.
+const STORY_TICKERS: usize = 10;
 
 /// How long to wait for the extra worker's capacity to show up.
 const SCALE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long the expert's re-runs may take before the demo gives up.
+const RERUN_DEADLINE: Duration = Duration::from_secs(90);
 
 pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> anyhow::Result<i32> {
     let n = n.clamp(1, TICKERS.len());
@@ -34,6 +49,7 @@ pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> an
                 "{e}\nthe coordinator is not answering: start the stack with `scripts/stack up`"
             )
         })?;
+    let story = n >= STORY_TICKERS;
 
     println!("== 1. The plan for AAPL + MSFT (stock-analysis) ==\n");
     let p1 = plan(client, &["AAPL", "MSFT"], json!({})).await?;
@@ -41,7 +57,8 @@ pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> an
     let p2 = plan(client, &["AAPL", "MSFT"], json!({"valuation": 2})).await?;
     println!(
         "with valuation capacity 2: makespan {} (was {})\n",
-        p2["makespan"], p1["makespan"]
+        fmt_units(&p2["makespan"]),
+        fmt_units(&p1["makespan"])
     );
 
     // The pipeline's own agent types, from the plan: only their live
@@ -54,16 +71,21 @@ pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> an
         anyhow::bail!("no valuation worker is registered: start the stack with `scripts/stack up`");
     }
     wait_leases_settled(client, &agents).await?;
+    if story {
+        announce(client).await;
+    } else {
+        println!("(fewer than {STORY_TICKERS} tickers: the batches hold no debate story)\n");
+    }
     println!(
         "== 2. A batch of {n} tickers, one time unit = {unit_ms} ms, live capacities {} ==\n",
-        Value::Object(caps.clone())
+        caps_line(&caps)
     );
-    let (planned1, measured1, ids1) = batch(client, &tickers, unit_ms, &caps).await?;
-    let dir = write_reports(client, &ids1).await?;
+    let b1 = batch(client, &tickers, unit_ms, &caps, story).await?;
+    let dir = write_reports(client, &b1.ids).await?;
     println!("\nreports: {}/<ticker>.md", dir.display());
     println!(
         "planned makespan {:.1} s, measured {:.1} s\n",
-        planned1, measured1
+        b1.planned, b1.measured
     );
 
     println!("== 3. Adding a second valuation worker ==\n");
@@ -75,14 +97,17 @@ pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> an
             break c;
         }
         if Instant::now() > deadline {
-            let _ = extra.kill();
+            terminate(&mut extra);
             anyhow::bail!("the extra valuation worker did not register within {SCALE_DEADLINE:?}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     println!("valuation capacity {} → {}", val1, caps2["valuation"]);
-    let (planned2, measured2, _) = batch(client, &tickers, unit_ms, &caps2).await?;
+    let b2 = batch(client, &tickers, unit_ms, &caps2, story).await;
     terminate(&mut extra);
+    let b2 = b2?;
+    let (planned1, measured1, planned2, measured2) =
+        (b1.planned, b1.measured, b2.planned, b2.measured);
     println!("\n== Result ==");
     println!("                 planned    measured");
     println!("valuation × {val1}:  {planned1:>7.1} s  {measured1:>8.1} s");
@@ -95,7 +120,59 @@ pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> an
         100.0 * (1.0 - measured2 / measured1),
         100.0 * (1.0 - planned2 / planned1)
     );
+    let mut failed_steps = 0;
+    for (name, b) in [("first", &b1), ("second", &b2)] {
+        for s in &b.missing {
+            eprintln!("the {name} batch did not show {}", s.describe());
+            failed_steps += 1;
+        }
+    }
+    if failed_steps > 0 {
+        eprintln!(
+            "demo incomplete: {failed_steps} announced step(s) did not happen \
+             (a full expert queue from earlier debates is the usual cause: \
+             caucus debates --state awaiting_human; caucus decide <id> --expert <name> --side challenger)"
+        );
+        return Ok(1);
+    }
+    if story {
+        println!("every announced step happened in both batches");
+    }
     Ok(0)
+}
+
+/// What the batches will show, before they run.
+async fn announce(client: &Client) {
+    let load = client
+        .call_ok("facilitator", "expert_load", json!({}))
+        .await
+        .unwrap_or(Value::Null);
+    println!("Each batch shows, and the demo checks:");
+    for (i, s) in story::STEPS.iter().enumerate() {
+        println!("  {}. {}", i + 1, s.describe());
+    }
+    println!(
+        "expert load before the batch: {}\n",
+        story::expert_load(&load)
+    );
+}
+
+/// `{"screening": 5, …}` as `screening 5, …`.
+fn caps_line(caps: &serde_json::Map<String, Value>) -> String {
+    caps.iter()
+        .map(|(a, c)| format!("{a} {c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A makespan in time units, as people write it (`9`, `8.5`).
+fn fmt_units(v: &Value) -> String {
+    let x = v.as_f64().unwrap_or(0.0);
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{}", x.round() as i64)
+    } else {
+        format!("{x:.1}")
+    }
 }
 
 async fn plan(client: &Client, items: &[&str], caps: Value) -> anyhow::Result<Value> {
@@ -187,13 +264,29 @@ fn pipeline_capacities(
         .collect()
 }
 
-/// Plans with the live capacities, runs the batch, returns (planned s, measured s).
+/// One measured batch.
+struct Batch {
+    /// Planned makespan, seconds.
+    planned: f64,
+    /// Measured makespan, seconds.
+    measured: f64,
+    /// Its workflows.
+    ids: Vec<String>,
+    /// Announced steps that did not happen.
+    missing: Vec<Step>,
+}
+
+/// Plans with the live capacities, runs the batch while the demo reviewer
+/// plays the person at the gates, then tells its debate story and lets the
+/// expert decide what waits at level 3 (waiting for the re-runs that
+/// causes, so the next batch starts from a quiet stack).
 async fn batch(
     client: &Client,
     tickers: &[String],
     unit_ms: u64,
     caps: &serde_json::Map<String, Value>,
-) -> anyhow::Result<(f64, f64, Vec<String>)> {
+    story: bool,
+) -> anyhow::Result<Batch> {
     let p = client
         .call_ok(
             "coordinator",
@@ -218,13 +311,29 @@ async fn batch(
         .filter_map(|v| v.as_str().map(String::from))
         .collect();
     let stop = tokio_util::sync::CancellationToken::new();
-    let reviewer = tokio::spawn(review_gates(client.clone(), ids.clone(), stop.clone()));
-    let fin = watch_until_done(client, &ids, true).await;
+    let reviewer = tokio::spawn(reviewer::review_gates(
+        client.clone(),
+        ids.clone(),
+        stop.clone(),
+    ));
+    let fin = watch_until_done(client, &ids, true, false).await;
     stop.cancel();
     let reviewed = reviewer.await.unwrap_or_default();
-    let fin = fin?;
+    let fin = match fin? {
+        WatchEnd::Done(st) | WatchEnd::AtGates(st, _) => st,
+    };
     let measured = t0.elapsed().as_secs_f64();
-    print_reviews(client, &ids, &reviewed).await;
+    let workflows: BTreeMap<String, String> = fin["workflows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| {
+            Some((
+                w["workflow_id"].as_str()?.into(),
+                w["item"].as_str()?.into(),
+            ))
+        })
+        .collect();
     let failed = fin["workflows"]
         .as_array()
         .map(|a| a.iter().filter(|w| w["state"] == "failed").count())
@@ -232,148 +341,87 @@ async fn batch(
     if failed > 0 {
         println!("{failed} workflow(s) failed: see `caucus status --state failed`");
     }
-    Ok((planned, measured, ids))
-}
-
-/// What the demo's reviewer did at the gates.
-#[derive(Debug, Default)]
-struct Reviewed {
-    /// Provisional decisions confirmed.
-    confirmed: Vec<String>,
-    /// The first decision package that needed a review, as printed.
-    first_package: Option<String>,
-}
-
-/// Plays the person at the gates while a batch runs: a gate whose workflow
-/// has provisional decisions waits for a review (automatic approval only
-/// goes through when nothing needs review), so this confirms each
-/// conservative default; the gate then approves itself.
-async fn review_gates(
-    client: Client,
-    ids: Vec<String>,
-    stop: tokio_util::sync::CancellationToken,
-) -> Reviewed {
-    let mut out = Reviewed::default();
-    while !stop.is_cancelled() {
-        let open = client
-            .call("coordinator", "gates", json!({}))
-            .await
-            .ok()
-            .and_then(|v| v["gates"].as_array().cloned())
-            .unwrap_or_default();
-        for g in open {
-            let Some(wf) = g["workflow_id"].as_str() else {
-                continue;
-            };
-            if !ids.iter().any(|i| i == wf) {
-                continue;
-            }
-            let Ok(pkg) = client
-                .call("coordinator", "gate", json!({"workflow_id": wf}))
-                .await
-            else {
-                continue;
-            };
-            let decisions = pkg["provisional"]["decisions"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            if decisions.is_empty() {
-                continue;
-            }
-            if out.first_package.is_none() {
-                out.first_package = Some(super::gate::render_package(&pkg));
-            }
-            for d in decisions {
-                let Some(id) = d["debate_id"].as_str() else {
-                    continue;
-                };
-                let r = client
-                    .call(
-                        "coordinator",
-                        "gate_review",
-                        json!({"workflow_id": wf, "debate_id": id, "action": "confirm",
-                               "reviewer": "demo-reviewer"}),
-                    )
-                    .await;
-                if r.is_ok() {
-                    out.confirmed
-                        .push(format!("{} {id}", pkg["item"].as_str().unwrap_or("?")));
-                }
-            }
-        }
-        tokio::select! {
-            _ = stop.cancelled() => break,
-            _ = tokio::time::sleep(Duration::from_millis(300)) => {}
+    let debates = story::settled_debates(client, &workflows).await?;
+    let load = client
+        .call_ok("facilitator", "expert_load", json!({}))
+        .await
+        .unwrap_or(Value::Null);
+    story::print(&debates, &reviewed, &load);
+    let decided = story::expert_decides(client, &debates).await?;
+    if !decided.is_empty() {
+        println!(
+            "\nthe expert decided {} level-3 debate(s) for the strategy analyst's margin: {}",
+            decided.len(),
+            decided.join(", ")
+        );
+        let reran = wait_settled(client, &workflows, &decided).await?;
+        if reran.is_empty() {
+            println!("  (their valuations already used that margin: nothing re-ran)");
+        } else {
+            println!(
+                "  valuation and report re-ran with the decided margin for {}",
+                reran.join(", ")
+            );
         }
     }
-    out
-}
-
-/// Debates of the batch and what the reviewer did, after the live display.
-async fn print_reviews(client: &Client, ids: &[String], reviewed: &Reviewed) {
-    let Ok(all) = client.call("facilitator", "debates", json!({})).await else {
-        return;
+    let missing = if story {
+        story::missing(&debates, &reviewed, &decided)
+    } else {
+        Vec::new()
     };
-    let ours: Vec<&Value> = all["debates"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|d| {
-            d["workflow_id"]
-                .as_str()
-                .is_some_and(|w| ids.iter().any(|i| i == w))
-        })
+    Ok(Batch {
+        planned,
+        measured,
+        ids,
+        missing,
+    })
+}
+
+/// Waits until every workflow of `items` has the expert's margin settled
+/// and any re-run it caused finished; returns the items that re-ran.
+async fn wait_settled(
+    client: &Client,
+    workflows: &BTreeMap<String, String>,
+    items: &[String],
+) -> anyhow::Result<Vec<String>> {
+    let ids: Vec<&String> = workflows
+        .iter()
+        .filter(|(_, item)| items.contains(item))
+        .map(|(id, _)| id)
         .collect();
-    if ours.is_empty() {
-        println!(
-            "
-no debates in this batch"
-        );
-        return;
-    }
-    let mut by: std::collections::BTreeMap<String, usize> = Default::default();
-    for d in &ours {
-        let how = d["resolution"]
-            .as_str()
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("open ({})", d["state"].as_str().unwrap_or("?")));
-        *by.entry(format!("L{} {how}", d["level"])).or_default() += 1;
-    }
-    println!(
-        "
-{} debate(s) between the financial and strategy analysts on the operating margin:",
-        ours.len()
-    );
-    for (k, n) in by {
-        println!("  {n:>3} × {k}");
-    }
-    if let Ok(load) = client.call("facilitator", "expert_load", json!({})).await {
-        println!("  expert load: {load}");
-    }
-    if let Some(p) = &reviewed.first_package {
-        println!(
-            "
-The first gate that needed a person (decision package):
-"
-        );
-        for line in p.lines() {
-            println!("  {line}");
+    let deadline = Instant::now() + RERUN_DEADLINE;
+    loop {
+        let st = client
+            .call_ok("coordinator", "status", json!({"ids": ids}))
+            .await?;
+        let wfs = st["workflows"].as_array().cloned().unwrap_or_default();
+        let settled = |w: &Value| {
+            !w["resolved_assumptions"]["operating_margin"].is_null()
+                && w["state"] == "completed"
+                && w["reruns"]
+                    .as_array()
+                    .is_none_or(|r| r.iter().all(|x| !x["completed_at"].is_null()))
+        };
+        if wfs.len() == ids.len() && wfs.iter().all(settled) {
+            return Ok(wfs
+                .iter()
+                .filter(|w| w["reruns"].as_array().is_some_and(|r| !r.is_empty()))
+                .filter_map(|w| w["item"].as_str().map(String::from))
+                .collect());
         }
-    }
-    if !reviewed.confirmed.is_empty() {
-        println!(
-            "
-the demo reviewer confirmed {} provisional decision(s) at the gates: {}",
-            reviewed.confirmed.len(),
-            reviewed.confirmed.join(", ")
-        );
+        if Instant::now() > deadline {
+            anyhow::bail!(
+                "the expert's decisions had not settled every workflow after {RERUN_DEADLINE:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
+/// Writes each completed workflow's report to `<state>/reports/<item>.md`,
+/// named by the item as typed (`BRK.B.md`).
 async fn write_reports(client: &Client, ids: &[String]) -> anyhow::Result<PathBuf> {
-    let root = super::stack::repo_root().unwrap_or_else(|| PathBuf::from("."));
-    let dir = root.join(".caucus").join("reports");
+    let dir = state_dir().join("reports");
     std::fs::create_dir_all(&dir)?;
     // One workflow per request: lists carry no outputs, and a whole
     // batch's outputs would not fit one reply.
@@ -385,14 +433,37 @@ async fn write_reports(client: &Client, ids: &[String]) -> anyhow::Result<PathBu
             if w["state"] != "completed" {
                 continue;
             }
-            let item = w["item"].as_str().unwrap_or("");
             if let Some(md) = report_of(w) {
-                let file = caucus_shared::subjects::encode_token(item);
-                std::fs::write(dir.join(format!("{file}.md")), md)?;
+                let file = report_file_name(w["item"].as_str().unwrap_or(""));
+                std::fs::write(dir.join(file), md)?;
             }
         }
     }
     Ok(dir)
+}
+
+/// `<item>.md` with the item as typed; only characters a file name cannot
+/// hold (a path separator, a leading dot, control characters) become `_`.
+fn report_file_name(item: &str) -> String {
+    let mut name: String = item
+        .chars()
+        .map(|c| {
+            if c == '/' || c == '\\' || c.is_control() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    if name.is_empty() || name.starts_with('.') {
+        name.insert(0, '_');
+    }
+    format!("{name}.md")
+}
+
+/// The local stack's state directory (`$CAUCUS_STATE` or `.caucus`).
+fn state_dir() -> PathBuf {
+    super::stack::state_dir().unwrap_or_else(|| Path::new(".caucus").to_path_buf())
 }
 
 fn spawn_valuation_worker(config: &Config) -> anyhow::Result<Child> {
@@ -401,8 +472,7 @@ fn spawn_valuation_worker(config: &Config) -> anyhow::Result<Child> {
     if !bin.is_file() {
         anyhow::bail!("{} not found next to the caucus binary", bin.display());
     }
-    let root = super::stack::repo_root().unwrap_or_else(|| PathBuf::from("."));
-    let log_dir = root.join(".caucus").join("logs");
+    let log_dir = state_dir().join("logs");
     std::fs::create_dir_all(&log_dir)?;
     let log = std::fs::File::create(log_dir.join("demo-worker-valuation.log"))?;
     let child = Command::new(bin)
@@ -443,6 +513,25 @@ fn terminate(child: &mut Child) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reports_are_named_by_the_item_as_typed() {
+        assert_eq!(report_file_name("BRK.B"), "BRK.B.md");
+        assert_eq!(report_file_name("AAPL"), "AAPL.md");
+        assert_eq!(report_file_name("a/b"), "a_b.md");
+        assert_eq!(report_file_name(".."), "_...md");
+        assert_eq!(report_file_name(""), "_.md");
+    }
+
+    #[test]
+    fn the_story_tickers_come_first() {
+        let debating = ["AMZN", "META", "AMD", "INTC", "LLY", "NKE", "NVDA", "TSLA"];
+        for t in debating {
+            assert!(TICKERS[..STORY_TICKERS].contains(&t), "{t}");
+        }
+        assert_eq!(fmt_units(&json!(9.0)), "9");
+        assert_eq!(fmt_units(&json!(8.5)), "8.5");
+    }
 
     #[test]
     fn plan_agent_types_are_the_task_running_types() {

@@ -1,0 +1,114 @@
+//! The person at the gates while a demo batch runs.
+
+use std::time::Duration;
+
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::Client;
+
+/// What the demo's reviewer did at the gates.
+#[derive(Debug, Default)]
+pub struct Reviewed {
+    /// Provisional decisions confirmed, as `ITEM debate_id`.
+    pub confirmed: Vec<String>,
+    /// The first decision package that needed a review, as printed.
+    pub first_package: Option<String>,
+}
+
+/// Plays the person at the gates until `stop`: a gate whose workflow has
+/// provisional decisions waits for a review (automatic approval only goes
+/// through when nothing needs review), so this confirms each conservative
+/// default; the gate then approves itself.
+pub async fn review_gates(client: Client, ids: Vec<String>, stop: CancellationToken) -> Reviewed {
+    let mut out = Reviewed::default();
+    while !stop.is_cancelled() {
+        for wf in open_gates_of(&client, &ids).await {
+            review(&client, &wf, &mut out).await;
+        }
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep(Duration::from_millis(150)) => {}
+        }
+    }
+    out
+}
+
+/// Workflows of `ids` with an open gate.
+async fn open_gates_of(client: &Client, ids: &[String]) -> Vec<String> {
+    let open = client
+        .call("coordinator", "gates", json!({}))
+        .await
+        .ok()
+        .and_then(|v| v["gates"].as_array().cloned())
+        .unwrap_or_default();
+    open.iter()
+        .filter_map(|g| g["workflow_id"].as_str())
+        .filter(|wf| ids.iter().any(|i| i == wf))
+        .map(String::from)
+        .collect()
+}
+
+/// Confirms every provisional decision at `wf`'s gate; keeps the first
+/// package that had any.
+async fn review(client: &Client, wf: &str, out: &mut Reviewed) {
+    let Ok(pkg) = client
+        .call("coordinator", "gate", json!({"workflow_id": wf}))
+        .await
+    else {
+        return;
+    };
+    let decisions = pkg["provisional"]["decisions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if decisions.is_empty() {
+        return;
+    }
+    if out.first_package.is_none() {
+        out.first_package = Some(crate::cli::gate::render_package(&pkg));
+    }
+    for id in decisions.iter().filter_map(|d| d["debate_id"].as_str()) {
+        let r = client
+            .call(
+                "coordinator",
+                "gate_review",
+                json!({"workflow_id": wf, "debate_id": id, "action": "confirm",
+                       "reviewer": "demo-reviewer"}),
+            )
+            .await;
+        if r.is_ok() {
+            out.confirmed
+                .push(format!("{} {id}", pkg["item"].as_str().unwrap_or("?")));
+        }
+    }
+}
+
+/// Items of `confirmed` entries (`ITEM debate_id`).
+pub fn confirmed_items(r: &Reviewed) -> Vec<&str> {
+    r.confirmed
+        .iter()
+        .filter_map(|c| c.split(' ').next())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn confirmed_entries_name_their_items() {
+        let r = Reviewed {
+            confirmed: vec!["AMD margin-1".into(), "BRK.B margin-2".into()],
+            first_package: None,
+        };
+        assert_eq!(confirmed_items(&r), ["AMD", "BRK.B"]);
+    }
+
+    #[test]
+    fn a_reviewer_that_saw_nothing_reports_nothing() {
+        let r = Reviewed::default();
+        assert!(confirmed_items(&r).is_empty());
+        assert!(r.first_package.is_none());
+    }
+}
