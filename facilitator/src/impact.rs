@@ -16,6 +16,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::debate::conservative::{direction, Direction};
 
+/// `estimate_method` of every numeric estimate: the result moved in
+/// proportion to the assumption's relative change.
+pub const LINEAR_SENSITIVITY: &str = "linear sensitivity";
+
+/// `v` rounded to 2 decimals (estimates are not more precise than that).
+pub fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
 /// Re-run thresholds (seed: target price > 10 %, confidence > 0.15, any
 /// rating change, risk > 0.10; anything else 0.10).
 pub fn threshold(output_metric: &str) -> f64 {
@@ -164,9 +173,13 @@ pub struct Impact {
     /// Current result.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub old_value: Option<f64>,
-    /// Estimated result after the override.
+    /// Estimated result after the override, rounded to 2 decimals.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub estimated_new_value: Option<f64>,
+    /// How `estimated_new_value` was made ([`LINEAR_SENSITIVITY`]); none
+    /// without an estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate_method: Option<String>,
     /// Size of the change (a fraction for prices, points for scores).
     pub delta: f64,
     /// True when the change crosses the re-run threshold.
@@ -298,7 +311,10 @@ pub fn calculate(
                 kind: a.kind,
                 output_metric: a.output_metric.clone(),
                 old_value: a.current_result,
-                estimated_new_value: new,
+                estimate_method: new
+                    .filter(|_| conf.is_some())
+                    .map(|_| LINEAR_SENSITIVITY.to_string()),
+                estimated_new_value: if conf.is_some() { new.map(round2) } else { new },
                 delta,
                 requires_rerun: rerun,
                 estimate_confidence: conf,
@@ -337,6 +353,7 @@ pub fn flag_only(metric: &str, analyses: &[Analysis]) -> ImpactReport {
             output_metric: a.output_metric.clone(),
             old_value: a.current_result,
             estimated_new_value: None,
+            estimate_method: None,
             delta: 0.0,
             requires_rerun: false,
             estimate_confidence: None,
@@ -531,6 +548,35 @@ mod tests {
         assert_eq!(plan.required_reruns[0].analysis_id, "dcf_valuation");
         assert_eq!(plan.estimated_minutes, 15.0);
         assert!(plan.blocking);
+    }
+
+    #[test]
+    fn estimates_say_how_they_were_made_and_are_rounded_to_cents() {
+        // A large change, as in the AMZN override: the linear estimate is
+        // labelled as such, in cents, never 160.28338396762769.
+        let change = AssumptionChange {
+            metric: "operating_margin".into(),
+            old_value: 0.0531,
+            new_value: 0.1874,
+        };
+        let report = calculate(&change, &seed_analyses(), &ImpactParams::default());
+        let dcf = &report.impacts[0];
+        assert_eq!(dcf.analysis_id, "dcf_valuation");
+        let v = dcf.estimated_new_value.unwrap();
+        assert_eq!(v, round2(85.0 * (1.0 + change.relative())));
+        let decimals = v.to_string().split('.').nth(1).map_or(0, str::len);
+        assert!(decimals <= 2, "{v}");
+        assert_eq!(dcf.estimate_method.as_deref(), Some(LINEAR_SENSITIVITY));
+        let peer = report
+            .impacts
+            .iter()
+            .find(|i| i.analysis_id == "peer_comparison")
+            .unwrap();
+        assert_eq!(peer.estimate_method, None, "nothing estimated");
+        let flagged = flag_only("operating_margin", &seed_analyses());
+        assert!(flagged.impacts.iter().all(|i| i.estimate_method.is_none()));
+        let json = serde_json::to_value(dcf).unwrap();
+        assert_eq!(json["estimate_method"], "linear sensitivity");
     }
 
     #[test]

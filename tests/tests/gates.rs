@@ -60,7 +60,9 @@ fn seed_pipeline() -> Value {
         "capacities": {"analyst": 4},
         "stages": [
             {"name": "financial", "agent": "analyst", "params": {"output": {"operating_margin": 0.25}}},
-            stage("dcf_valuation", &["financial"], json!({"target_price": 85.0}),
+            stage("dcf_valuation", &["financial"], json!({"target_price": 85.0, "findings": [
+                      {"finding": "DCF target price", "confidence": 0.7, "key": "ACME:target_price",
+                       "metric": "target_price", "value": 85.0}]}),
                   json!({"kind": "valuation", "output_metric": "target_price", "result": "/target_price", "rerun_minutes": 5})),
             stage("sensitivity_analysis", &["dcf_valuation"], json!({"target_price": 85.0}),
                   json!({"kind": "sensitivity", "output_metric": "target_price", "result": "/target_price", "rerun_minutes": 10})),
@@ -436,6 +438,42 @@ async fn the_seed_override_example_reruns_exactly_the_affected_tasks() {
         sens["started_at"].as_str().unwrap() >= dcf["finished_at"].as_str().unwrap(),
         "serial: sensitivity after the DCF"
     );
+    // The package lists the DCF's finding once (its re-run restated it),
+    // and the re-run record shows each estimate next to the actual result.
+    let pkg = call(&api, "gate", json!({"workflow_id": wf}))
+        .await
+        .unwrap();
+    let dcf_findings: Vec<&Value> = pkg["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["finding"] == "DCF target price")
+        .collect();
+    assert_eq!(dcf_findings.len(), 1, "{}", pkg["findings"]);
+    assert_eq!(
+        dcf_findings[0]["finding_id"],
+        format!("{wf}/dcf_valuation:finding:0")
+    );
+    let estimates = pkg["reruns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|r| r["estimates"].as_array())
+        .unwrap_or_else(|| panic!("estimates in {}", pkg["reruns"]));
+    let est = |task: &str| {
+        estimates
+            .iter()
+            .find(|e| e["task"] == task)
+            .unwrap_or_else(|| panic!("{task} in {estimates:?}"))
+    };
+    let e = est("dcf_valuation");
+    assert_eq!(e["before"], 85.0, "{e}");
+    assert_eq!(e["estimate"], 95.2, "{e}");
+    assert_eq!(e["estimate_method"], "linear sensitivity", "{e}");
+    assert_eq!(e["actual"], 95.2, "{e}");
+    assert_eq!(e["error"], 0.0, "{e}");
+    assert_eq!(est("sensitivity_analysis")["actual"], 95.2);
+    assert_eq!(estimates.len(), 2, "only re-run tasks: {estimates:?}");
     let r = call(
         &api,
         "gate_decide",

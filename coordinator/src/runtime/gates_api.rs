@@ -24,6 +24,7 @@ use caucus_shared::nats::api::{api_request, ApiError, CODE_NO_RESPONDERS};
 use caucus_shared::subjects::{StreamKind, Subjects};
 
 use super::gates::GateOp;
+use super::gates_package;
 use super::scheduler::{ask, Command, SchedulerHandle};
 use crate::workflow::{GateAction, GateRequest, RerunRequest, WorkflowRecord};
 
@@ -264,8 +265,13 @@ impl GateApi {
             let ours = v["correlation_id"].as_str() == Some(&rec.workflow_id)
                 || v["content"]["workflow_id"].as_str() == Some(&rec.workflow_id);
             if ours {
+                let msg_id = m
+                    .headers
+                    .as_ref()
+                    .and_then(|h| h.get("Nats-Msg-Id"))
+                    .map(|id| id.as_str());
                 let c = &v["content"];
-                out.push(json!({
+                let mut f = json!({
                     "from_agent": v["from_agent"],
                     "finding": c["finding"],
                     "confidence": c["confidence"],
@@ -274,7 +280,11 @@ impl GateApi {
                     "metric": c["metric"],
                     "value": c["value"],
                     "timestamp": v["timestamp"],
-                }));
+                });
+                if let Some(id) = msg_id.and_then(gates_package::finding_id) {
+                    f["finding_id"] = json!(id);
+                }
+                gates_package::push_finding(&mut out, f);
                 if out.len() >= MAX_PACKAGE_FINDINGS {
                     break;
                 }
@@ -380,6 +390,7 @@ impl GateApi {
             _ => BTreeMap::new(),
         };
         let reruns = rerun_groups(&rec, &answer["impact"]["plan"]);
+        let estimates = gates_package::rerun_estimates(&answer["impact"], &reruns);
         if !reruns.is_empty() || !settled.is_empty() {
             let groups = if reruns.is_empty() {
                 // Only settle the assumption: tasks that have not run yet
@@ -402,6 +413,7 @@ impl GateApi {
                     requested_by: reviewer,
                     groups,
                     assumptions: settled,
+                    estimates,
                 },
             };
             out["rerun"] = call(&handle, op).await?;
@@ -428,6 +440,7 @@ impl GateApi {
                     requested_by: r.requested_by.unwrap_or_else(|| "api".into()),
                     groups,
                     assumptions: r.assumptions,
+                    estimates: Vec::new(),
                 },
             },
         )

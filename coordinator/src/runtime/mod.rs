@@ -13,6 +13,7 @@ pub mod control_stream;
 pub mod events;
 pub mod gates;
 pub mod gates_api;
+mod gates_package;
 pub mod leader;
 pub mod pause;
 pub mod pipelines;

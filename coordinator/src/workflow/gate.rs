@@ -233,6 +233,40 @@ pub struct RerunRecord {
     /// When the last group completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<DateTime<Utc>>,
+    /// The impact report's estimates of the re-run tasks' results, each
+    /// with the actual result once its task ran again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub estimates: Vec<RerunEstimate>,
+}
+
+/// An impact report's estimate of what a re-run task will produce, and
+/// what it did produce: `gate show` and the workflow record show how far
+/// off the estimate was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RerunEstimate {
+    /// The task key (the impact report's `analysis_id`).
+    pub task: String,
+    /// What it produces, e.g. `target_price`.
+    pub output_metric: String,
+    /// Its result before the re-run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<f64>,
+    /// The estimated result.
+    pub estimate: f64,
+    /// How it was estimated, e.g. `linear sensitivity`.
+    pub estimate_method: String,
+    /// The re-run's result (its stage's `params.impact.result`), rounded
+    /// to 2 decimals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actual: Option<f64>,
+    /// `actual − estimate`, rounded to 2 decimals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<f64>,
+}
+
+/// `v` rounded to 2 decimals.
+fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
 }
 
 /// A re-run as requested.
@@ -246,6 +280,9 @@ pub struct RerunRequest {
     pub groups: Vec<Vec<String>>,
     /// Assumptions to settle for every task dispatched from now on.
     pub assumptions: BTreeMap<String, Value>,
+    /// Estimates of the re-run tasks' results (a gate override's impact
+    /// report), kept in the re-run record with the actual results.
+    pub estimates: Vec<RerunEstimate>,
 }
 
 /// What a re-run changed.
@@ -515,6 +552,7 @@ impl WorkflowRecord {
                     not_yet_run: Vec::new(),
                     assumptions: BTreeMap::new(),
                     completed_at: None,
+                    estimates: Vec::new(),
                 });
                 out.newly_ready = self.after_completion(now).0;
             }
@@ -672,6 +710,7 @@ impl WorkflowRecord {
             not_yet_run: out.not_yet_run.clone(),
             assumptions: req.assumptions,
             completed_at: done.then_some(now),
+            estimates: req.estimates,
         });
         if !done && self.state == WorkflowState::Completed {
             self.state = WorkflowState::Running;
@@ -754,6 +793,7 @@ impl WorkflowRecord {
                 requested_by,
                 groups,
                 assumptions: BTreeMap::from([(metric.to_string(), json!(value))]),
+                estimates: Vec::new(),
             },
             now,
         )
@@ -763,6 +803,7 @@ impl WorkflowRecord {
     /// Releases the next group of the running re-run once the current one
     /// completed; marks re-runs done.
     fn advance_reruns(&mut self, now: DateTime<Utc>) {
+        self.record_actuals();
         let Some(r) = self.reruns.last_mut() else {
             return;
         };
@@ -788,6 +829,46 @@ impl WorkflowRecord {
                 }
                 None => r.completed_at = Some(now),
             }
+        }
+    }
+
+    /// Fills in the actual result of each estimate of the running (last)
+    /// re-run whose task completed again: its output at its stage's
+    /// `params.impact.result` pointer.
+    fn record_actuals(&mut self) {
+        let Some(r) = self.reruns.last() else {
+            return;
+        };
+        let actuals: Vec<(usize, f64)> = r
+            .estimates
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.actual.is_none())
+            .filter_map(|(i, e)| {
+                let t = self.tasks.get(&e.task)?;
+                if t.state != TaskRunState::Completed {
+                    return None;
+                }
+                let pointer = self
+                    .stages
+                    .iter()
+                    .find(|s| s.name == t.stage)?
+                    .params
+                    .get("impact")?
+                    .get("result")?
+                    .as_str()?;
+                let v = t.output.as_ref()?.pointer(pointer)?;
+                caucus_shared::messages::assumption_value(v).map(|v| (i, v))
+            })
+            .collect();
+        if actuals.is_empty() {
+            return;
+        }
+        let r = self.reruns.last_mut().expect("checked above");
+        for (i, v) in actuals {
+            let e = &mut r.estimates[i];
+            e.actual = Some(round2(v));
+            e.error = Some(round2(v - e.estimate));
         }
     }
 

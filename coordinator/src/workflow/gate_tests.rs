@@ -220,6 +220,7 @@ fn an_open_gate_is_not_approved_while_its_inputs_run_again() {
                 requested_by: "facilitator".into(),
                 groups: vec![vec!["valuation".into()]],
                 assumptions: BTreeMap::from([("operating_margin".into(), json!(0.28))]),
+                ..RerunRequest::default()
             },
             Utc::now(),
         )
@@ -245,6 +246,54 @@ fn an_open_gate_is_not_approved_while_its_inputs_run_again() {
 }
 
 #[test]
+fn a_rerun_records_the_actual_result_next_to_the_estimate() {
+    let mut rec = stock_with_gate();
+    std::sync::Arc::make_mut(&mut rec.stages)
+        .iter_mut()
+        .find(|s| s.name == "valuation")
+        .unwrap()
+        .params = json!({"impact": {"kind": "valuation", "result": "/target_price"}});
+    run_to_gate(&mut rec);
+    let estimate = RerunEstimate {
+        task: "valuation".into(),
+        output_metric: "target_price".into(),
+        before: Some(45.41),
+        estimate: 160.28,
+        estimate_method: "linear sensitivity".into(),
+        actual: None,
+        error: None,
+    };
+    rec.request_rerun(
+        RerunRequest {
+            reason: "override".into(),
+            requested_by: "ana".into(),
+            groups: vec![vec!["valuation".into()]],
+            estimates: vec![estimate.clone()],
+            ..RerunRequest::default()
+        },
+        Utc::now(),
+    )
+    .unwrap();
+    assert_eq!(
+        rec.reruns[0].estimates,
+        vec![estimate.clone()],
+        "no actual before the re-run"
+    );
+    complete(
+        &mut rec,
+        "valuation",
+        json!({"target_price": 292.8412, "k": "valuation"}),
+    );
+    let got = &rec.reruns[0].estimates[0];
+    assert_eq!(got.actual, Some(292.84));
+    assert_eq!(got.error, Some(132.56));
+    let v = serde_json::to_value(&rec.reruns[0]).unwrap();
+    assert_eq!(v["estimates"][0]["estimate"], 160.28);
+    assert_eq!(v["estimates"][0]["actual"], 292.84);
+    assert_eq!(v["estimates"][0]["estimate_method"], "linear sensitivity");
+}
+
+#[test]
 fn a_serial_rerun_plan_runs_exactly_its_tasks_one_after_another() {
     let mut rec = stock_with_gate();
     run_to_gate(&mut rec);
@@ -259,6 +308,7 @@ fn a_serial_rerun_plan_runs_exactly_its_tasks_one_after_another() {
                 requested_by: "ana".into(),
                 groups: vec![vec!["strategy".into()], vec!["report".into()]],
                 assumptions: BTreeMap::new(),
+                ..RerunRequest::default()
             },
             Utc::now(),
         )

@@ -586,6 +586,7 @@ fn a_rerun_review_replaces_the_stored_review() {
                 requested_by: "ana".into(),
                 groups: vec![vec!["review@level-0".into()]],
                 assumptions: BTreeMap::new(),
+                ..RerunRequest::default()
             },
             Utc::now(),
         )

@@ -16,7 +16,7 @@ mod transitions;
 pub use build::{instantiate, StageDef, StageKind, StageLists, StageRetry};
 pub use gate::{
     GateAction, GateDecision, GateError, GateNotice, GateOutcome, GateRequest, GateState,
-    GateTimers, RerunOutcome, RerunRecord, RerunRequest, GATE_AGENT,
+    GateTimers, RerunEstimate, RerunOutcome, RerunRecord, RerunRequest, GATE_AGENT,
 };
 pub use level_review::{
     detect_conflicts, is_review_stage, modified_resources, needs_review, review_key, stage_levels,

@@ -1,0 +1,124 @@
+//! Pure parts of the gate operations ([`super::gates_api`]): which
+//! findings the decision package lists, and what a gate override's re-run
+//! records of the impact report's estimates.
+
+use serde_json::Value;
+
+use crate::workflow::RerunEstimate;
+
+/// The id of a finding across its task's runs: the worker's `Nats-Msg-Id`
+/// `<task_id>@<attempt>:finding:<index>` without the attempt. A re-run (or
+/// a retry) publishes the task's findings again under a new attempt: they
+/// are the same findings, restated.
+pub fn finding_id(msg_id: &str) -> Option<String> {
+    let (run, index) = msg_id.rsplit_once(":finding:")?;
+    let (task_id, attempt) = run.rsplit_once('@')?;
+    if attempt.is_empty() || !attempt.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(format!("{task_id}:finding:{index}"))
+}
+
+/// Appends finding `f` (read oldest first) to `out`, replacing an earlier
+/// one with the same `finding_id`: the package lists each finding once, as
+/// its newest run stated it.
+pub fn push_finding(out: &mut Vec<Value>, f: Value) {
+    if let Some(id) = f.get("finding_id").filter(|id| id.is_string()) {
+        out.retain(|o| o.get("finding_id") != Some(id));
+    }
+    out.push(f);
+}
+
+/// The impact report's estimates of the tasks a gate override re-runs
+/// (`groups`), for the re-run record, which adds the actual results.
+pub fn rerun_estimates(impact: &Value, groups: &[Vec<String>]) -> Vec<RerunEstimate> {
+    let Some(impacts) = impact["report"]["impacts"].as_array() else {
+        return Vec::new();
+    };
+    impacts
+        .iter()
+        .filter_map(|i| {
+            let task = i["analysis_id"].as_str()?;
+            if !groups.iter().flatten().any(|k| k == task) {
+                return None;
+            }
+            Some(RerunEstimate {
+                task: task.to_string(),
+                output_metric: i["output_metric"].as_str().unwrap_or("result").to_string(),
+                before: i["old_value"].as_f64(),
+                estimate: i["estimated_new_value"].as_f64()?,
+                // The facilitator's only method before it named it.
+                estimate_method: i["estimate_method"]
+                    .as_str()
+                    .unwrap_or("linear sensitivity")
+                    .to_string(),
+                actual: None,
+                error: None,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_finding_id_is_its_message_id_without_the_attempt() {
+        assert_eq!(
+            finding_id("wf-1/valuation@2:finding:0").as_deref(),
+            Some("wf-1/valuation:finding:0")
+        );
+        assert_eq!(
+            finding_id("wf-1/review@level-0@1:finding:3").as_deref(),
+            Some("wf-1/review@level-0:finding:3"),
+            "task keys may hold '@'"
+        );
+        assert_eq!(finding_id("0190a8e2-uuid"), None);
+        assert_eq!(finding_id("wf-1/review@level-0:finding:1"), None);
+    }
+
+    #[test]
+    fn a_rerun_finding_is_listed_once_as_its_newest_run_stated_it() {
+        let mut out = Vec::new();
+        let f = |id: Option<&str>, v: f64| {
+            let mut f = json!({"from_agent": "valuation", "finding": "target price", "value": v});
+            if let Some(id) = id.and_then(finding_id) {
+                f["finding_id"] = json!(id);
+            }
+            f
+        };
+        push_finding(&mut out, f(Some("w/valuation@1:finding:0"), 45.41));
+        push_finding(&mut out, f(Some("w/financial@1:finding:0"), 0.05));
+        push_finding(&mut out, f(None, 1.0));
+        push_finding(&mut out, f(None, 1.0));
+        push_finding(&mut out, f(Some("w/valuation@2:finding:0"), 292.84));
+        let values: Vec<f64> = out.iter().map(|f| f["value"].as_f64().unwrap()).collect();
+        assert_eq!(
+            values,
+            [0.05, 1.0, 1.0, 292.84],
+            "the re-run's finding replaces the first run's; findings without an id are kept"
+        );
+        assert_eq!(out[3]["finding_id"], "w/valuation:finding:0");
+    }
+
+    #[test]
+    fn an_override_records_the_estimates_of_the_tasks_it_reruns() {
+        let impact = json!({"report": {"impacts": [
+            {"analysis_id": "valuation", "output_metric": "target_price", "old_value": 45.41,
+             "estimated_new_value": 160.28, "estimate_method": "linear sensitivity"},
+            {"analysis_id": "risk", "output_metric": "risk_score", "old_value": 0.4,
+             "estimated_new_value": 0.38, "estimate_method": "linear sensitivity"},
+            {"analysis_id": "peers", "output_metric": "context"},
+        ]}});
+        let got = rerun_estimates(&impact, &[vec!["valuation".into()], vec!["peers".into()]]);
+        assert_eq!(got.len(), 1, "risk is not re-run; peers has no estimate");
+        assert_eq!(got[0].task, "valuation");
+        assert_eq!(got[0].before, Some(45.41));
+        assert_eq!(got[0].estimate, 160.28);
+        assert_eq!(got[0].estimate_method, "linear sensitivity");
+        assert!(rerun_estimates(&json!(null), &[vec!["valuation".into()]]).is_empty());
+    }
+}
