@@ -287,31 +287,61 @@ pub fn notice_fields(rec: &WorkflowRecord, gate: &str, waiting_ms: i64, n: u32) 
     })
 }
 
-/// The open gates of `r` that may approve themselves now: (workflow, gate,
-/// item); none unless it was submitted with `auto_approve_gates`.
-fn auto_ready(r: &WorkflowRecord) -> Vec<(String, String, String)> {
+/// An open gate of an auto-approving workflow, with what its approval
+/// check needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoCandidate {
+    /// The workflow.
+    pub workflow_id: String,
+    /// The gate's task key.
+    pub gate: String,
+    /// Debates the workflow's completed tasks named in their outputs
+    /// (`debate_ids`): approval waits while one of them is still in motion.
+    pub debates: Vec<String>,
+    /// How long the gate has been open.
+    pub open_for: Duration,
+}
+
+/// The open gates of `r` that may approve themselves now; none unless it
+/// was submitted with `auto_approve_gates`.
+fn auto_ready(r: &WorkflowRecord, now: DateTime<Utc>) -> Vec<AutoCandidate> {
     if !(r.auto_approve_gates && r.state.accepts_dispatch()) {
         return Vec::new();
     }
     r.open_gate_keys()
         .into_iter()
         .filter(|k| r.pending_upstream(k).is_empty())
-        .map(|k| (r.workflow_id.clone(), k, r.item.clone()))
+        .map(|k| {
+            let opened = r.tasks[&k].gate.as_ref().map_or(now, |g| g.opened_at);
+            AutoCandidate {
+                workflow_id: r.workflow_id.clone(),
+                debates: r.named_debates(),
+                open_for: (now - opened).to_std().unwrap_or_default(),
+                gate: k,
+            }
+        })
         .collect()
 }
 
 /// Open gates of every auto-approving workflow.
-pub fn auto_candidates(engine: &Engine) -> Vec<(String, String, String)> {
-    engine.workflows().flat_map(auto_ready).collect()
+pub fn auto_candidates(engine: &Engine, now: DateTime<Utc>) -> Vec<AutoCandidate> {
+    engine
+        .workflows()
+        .flat_map(|r| auto_ready(r, now))
+        .collect()
 }
 
 /// Open gates ready for automatic approval among the workflows `ids`.
-pub fn auto_candidates_of(engine: &Engine, ids: &[String]) -> Vec<(String, String, String)> {
+pub fn auto_candidates_of(
+    engine: &Engine,
+    ids: &[String],
+    now: DateTime<Utc>,
+) -> Vec<AutoCandidate> {
     let mut seen = HashSet::new();
     ids.iter()
         .filter(|id| seen.insert(id.as_str()))
         .filter_map(|id| engine.get(id))
-        .flat_map(auto_ready)
+        .flat_map(|r| auto_ready(r, now))
         .collect()
 }
 

@@ -617,23 +617,26 @@ impl Scheduler {
     /// lists no provisional decision for them (checked off the loop; the
     /// decision comes back as a command).
     async fn auto_approve(&mut self) {
-        let candidates = super::gates::auto_candidates(&self.engine);
-        self.auto_pending
-            .retain(|k, _| candidates.iter().any(|(w, g, _)| (w, g) == (&k.0, &k.1)));
+        let candidates = super::gates::auto_candidates(&self.engine, Utc::now());
+        self.auto_pending.retain(|k, _| {
+            candidates
+                .iter()
+                .any(|c| (&c.workflow_id, &c.gate) == (&k.0, &k.1))
+        });
         self.auto_approve_these(candidates);
     }
 
     /// Starts the approval check of each candidate gate not already under
     /// way (or blocked less than the retry period ago).
-    fn auto_approve_these(&mut self, candidates: Vec<(String, String, String)>) {
+    fn auto_approve_these(&mut self, candidates: Vec<super::gates::AutoCandidate>) {
         let Some(handle) = self.self_handle.clone() else {
             return;
         };
         // A blocked approval (provisional decisions to review) is tried
         // again after a while: once a person reviewed them it goes through.
         let retry = (self.cfg.tick * 10).max(Duration::from_secs(1));
-        for (wf, gate, _item) in candidates {
-            let key = (wf.clone(), gate.clone());
+        for c in candidates {
+            let key = (c.workflow_id.clone(), c.gate.clone());
             if self
                 .auto_pending
                 .get(&key)
@@ -647,7 +650,7 @@ impl Scheduler {
             let handle = handle.clone();
             let timeout = self.cfg.tick.max(Duration::from_secs(5));
             tokio::spawn(async move {
-                super::gates_api::auto_decide(client, subjects, timeout, handle, wf, gate).await;
+                super::gates_api::auto_decide(client, subjects, timeout, handle, c).await;
             });
         }
     }
@@ -821,7 +824,7 @@ impl Scheduler {
         }
         if !self.auto_due.is_empty() {
             let due = std::mem::take(&mut self.auto_due);
-            let candidates = super::gates::auto_candidates_of(&self.engine, &due);
+            let candidates = super::gates::auto_candidates_of(&self.engine, &due, Utc::now());
             self.auto_approve_these(candidates);
         }
         self.persist().await;

@@ -338,6 +338,28 @@ impl WorkflowRecord {
             .collect()
     }
 
+    /// Debates the completed tasks' outputs name (`debate_ids`, e.g. the
+    /// built-in valuation's margin debate), in task order, once each.
+    pub fn named_debates(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for t in self.tasks.values() {
+            if t.state != TaskRunState::Completed {
+                continue;
+            }
+            let ids = t
+                .output
+                .as_ref()
+                .and_then(|o| o.get("debate_ids"))
+                .and_then(Value::as_array);
+            for id in ids.into_iter().flatten().filter_map(Value::as_str) {
+                if !out.iter().any(|x| x == id) {
+                    out.push(id.to_string());
+                }
+            }
+        }
+        out
+    }
+
     /// Stages `stage` depends on, directly or not.
     pub fn upstream_of(&self, stage: &str) -> BTreeSet<String> {
         let mut out = BTreeSet::new();
