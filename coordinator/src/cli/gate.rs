@@ -15,6 +15,12 @@ pub enum GateCommand {
         /// Only gates of this item.
         #[arg(long)]
         item: Option<String>,
+        /// Gates per page (default 200, at most 1,000).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Where the page starts: the cursor the previous page printed.
+        #[arg(long)]
+        cursor: Option<String>,
     },
     /// The decision package of a workflow's open gate.
     Show {
@@ -110,10 +116,20 @@ async fn resolve(client: &Client, target: &str) -> anyhow::Result<String> {
 /// Runs a `caucus gate` subcommand.
 pub async fn run(client: &Client, cmd: GateCommand, as_json: bool) -> anyhow::Result<i32> {
     let reply = match cmd {
-        GateCommand::List { item } => {
+        GateCommand::List {
+            item,
+            limit,
+            cursor,
+        } => {
             let mut body = json!({});
             if let Some(i) = item {
                 body["item"] = json!(i);
+            }
+            if let Some(l) = limit {
+                body["limit"] = json!(l);
+            }
+            if let Some(c) = cursor {
+                body["cursor"] = json!(c);
             }
             let r = client.call_ok("coordinator", "gates", body).await?;
             if !as_json {
@@ -238,7 +254,8 @@ fn print_list(r: &Value) {
         println!("no open gates");
         return;
     }
-    println!("{} open gate(s), oldest first:", gates.len());
+    let total = r["count"].as_u64().unwrap_or(gates.len() as u64);
+    println!("{total} open gate(s), oldest first:");
     for g in gates {
         println!(
             "  {:<8} {:<10} waiting {:>8}  reminders {}{}  {}",
@@ -253,6 +270,9 @@ fn print_list(r: &Value) {
             },
             g["workflow_id"].as_str().unwrap_or("?"),
         );
+    }
+    if let Some(c) = r["next_cursor"].as_str() {
+        println!("more gates: caucus gate list --cursor {c}");
     }
 }
 

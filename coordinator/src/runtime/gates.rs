@@ -24,6 +24,10 @@ pub enum GateOp {
         workflow_id: Option<String>,
         /// Only this item.
         item: Option<String>,
+        /// Gates in the page.
+        limit: usize,
+        /// Gates skipped before the page (the cursor).
+        offset: usize,
     },
     /// One workflow's record with its tasks (for a decision package).
     Get {
@@ -106,7 +110,12 @@ pub fn apply(
     now: DateTime<Utc>,
 ) -> Result<Value, ApiError> {
     match op {
-        GateOp::List { workflow_id, item } => {
+        GateOp::List {
+            workflow_id,
+            item,
+            limit,
+            offset,
+        } => {
             let gates: Vec<Value> = engine
                 .open_gates()
                 .into_iter()
@@ -119,7 +128,13 @@ pub fn apply(
                     Some(open_gate_json(rec, &k, now))
                 })
                 .collect();
-            Ok(json!({ "count": gates.len(), "gates": gates }))
+            let count = gates.len();
+            let page: Vec<Value> = gates.into_iter().skip(offset).take(limit).collect();
+            let mut reply = json!({ "count": count, "gates": page });
+            if offset + limit < count {
+                reply["next_cursor"] = json!((offset + limit).to_string());
+            }
+            Ok(reply)
         }
         GateOp::Get { workflow_id } => {
             let rec = engine

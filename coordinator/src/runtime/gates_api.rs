@@ -58,7 +58,19 @@ struct ListRequest {
     workflow_id: Option<String>,
     #[serde(default)]
     item: Option<String>,
+    /// Gates per page (default [`GATES_PAGE`], at most [`GATES_PAGE_MAX`]).
+    #[serde(default)]
+    limit: Option<usize>,
+    /// The `next_cursor` of the previous page.
+    #[serde(default)]
+    cursor: Option<String>,
 }
+
+/// Open gates per `coordinator.gates` page unless `limit` says otherwise.
+const GATES_PAGE: usize = 200;
+/// The largest page: an open gate is well under 1 KiB, so a page stays far
+/// below NATS's 1 MiB `max_payload`.
+const GATES_PAGE_MAX: usize = 1000;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -113,11 +125,19 @@ impl GateApi {
     /// `gates`: open gates, oldest first.
     pub async fn list(&self, handle: SchedulerHandle, body: Value) -> Result<Value, ApiError> {
         let r: ListRequest = parse(body)?;
+        let offset = match &r.cursor {
+            None => 0,
+            Some(c) => c.parse().map_err(|_| {
+                ApiError::bad_request(format!("cursor '{c}' is not one this operation returned"))
+            })?,
+        };
         call(
             &handle,
             GateOp::List {
                 workflow_id: r.workflow_id,
                 item: r.item,
+                limit: r.limit.unwrap_or(GATES_PAGE).clamp(1, GATES_PAGE_MAX),
+                offset,
             },
         )
         .await
