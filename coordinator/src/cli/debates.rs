@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::render::{num, percent, text, when};
+use super::render::{num, percent, table, text, when, Align::Left};
 use super::Client;
 
 /// Filters of `caucus debates`.
@@ -71,37 +71,66 @@ pub async fn list(client: &Client, a: ListArgs, as_json: bool) -> anyhow::Result
         );
         return Ok(0);
     }
+    print!("{}", render_list(&debates, &load));
+    Ok(0)
+}
+
+/// A `facilitator.debates` reply and the expert load as a table in queue
+/// order, columns as wide as their widest cell.
+pub fn render_list(debates: &Value, load: &Value) -> String {
     let list = debates["debates"].as_array().cloned().unwrap_or_default();
-    println!("{} debate(s), queue order:", list.len());
-    for d in &list {
-        println!(
-            "  {:<18} L{} {:<17} {:<13} {} vs {}  {}{}",
-            text(&d["debate_id"]),
-            text(&d["level"]),
-            text(&d["state"]),
-            text(&d["priority"]),
-            text(&d["challenger"]),
-            text(&d["challenged"]),
-            text(&d["topic"]),
-            match d["expert"].as_str() {
-                Some(e) => format!("  (expert {e})"),
-                None => String::new(),
-            }
+    let mut out = match debates["total"]
+        .as_u64()
+        .filter(|t| *t as usize > list.len())
+    {
+        // The facilitator pages its list: this is its first page.
+        Some(total) => format!("{} of {total} debate(s), queue order:\n", list.len()),
+        None => format!("{} debate(s), queue order:\n", list.len()),
+    };
+    if !list.is_empty() {
+        let rows: Vec<Vec<String>> = list
+            .iter()
+            .map(|d| {
+                vec![
+                    text(&d["debate_id"]),
+                    format!("L{}", text(&d["level"])),
+                    text(&d["state"]),
+                    text(&d["priority"]),
+                    format!("{} vs {}", text(&d["challenger"]), text(&d["challenged"])),
+                    d["expert"].as_str().unwrap_or("-").to_string(),
+                    text(&d["topic"]),
+                ]
+            })
+            .collect();
+        let t = table(
+            &[
+                ("debate", Left),
+                ("level", Left),
+                ("state", Left),
+                ("priority", Left),
+                ("challenger vs challenged", Left),
+                ("expert", Left),
+                ("topic", Left),
+            ],
+            &rows,
         );
+        for l in t.lines() {
+            out.push_str(&format!("  {l}\n"));
+        }
     }
     let experts: Vec<String> = load
         .as_object()
         .map(|m| m.iter().map(|(e, l)| format!("{e} {}", text(l))).collect())
         .unwrap_or_default();
-    println!(
-        "experts: {}",
+    out.push_str(&format!(
+        "experts: {}\n",
         if experts.is_empty() {
             "none configured".to_string()
         } else {
             experts.join(", ")
         }
-    );
-    Ok(0)
+    ));
+    out
 }
 
 /// `caucus debate <id>`: one debate in full.
@@ -136,7 +165,8 @@ fn position(p: &Value) -> String {
     out
 }
 
-/// A credibility score: `0.91 (0.84–0.95, 12 of 30 records in context)`.
+/// A credibility score: `0.91 (0.84–0.95, 12 data points)`, and how often a
+/// person overrode the agent when they did.
 fn score(s: &Value) -> String {
     let Some(x) = s["score"].as_f64() else {
         return "-".into();
@@ -473,6 +503,30 @@ mod tests {
         }
         assert!(!out.contains("0.99999") && !out.contains("0.4876"), "{out}");
         assert!(!out.contains('{'), "no JSON in the text: {out}");
+    }
+
+    #[test]
+    fn the_list_is_a_table_in_queue_order() {
+        let debates = json!({"total": 3, "next_cursor": "2", "debates": [
+            {"debate_id": "wf-1234-margin", "level": 3, "state": "awaiting_human",
+             "priority": "critical-path", "challenger": "strategy", "challenged": "financial",
+             "expert": "alice", "topic": "operating margin 25%"},
+            {"debate_id": "CH-2", "level": 1, "state": "awaiting_ack", "priority": "supporting",
+             "challenger": "a", "challenged": "b", "topic": "t"},
+        ]});
+        let out = render_list(&debates, &json!({"alice": "1/3", "bob": "0/3"}));
+        assert_eq!(
+            out,
+            "2 of 3 debate(s), queue order:\n  \
+             debate          level  state           priority       challenger vs challenged  expert  topic\n  \
+             wf-1234-margin  L3     awaiting_human  critical-path  strategy vs financial     alice   operating margin 25%\n  \
+             CH-2            L1     awaiting_ack    supporting     a vs b                    -       t\n\
+             experts: alice 1/3, bob 0/3\n"
+        );
+        assert_eq!(
+            render_list(&json!({"debates": [], "total": 0}), &json!({})),
+            "0 debate(s), queue order:\nexperts: none configured\n"
+        );
     }
 
     #[test]
