@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::render::{duration, num, text, when};
+use super::render::{duration, num, text, when, Align::Left, Align::Right};
 use super::Client;
 
 /// `caucus gate` subcommands.
@@ -249,31 +249,51 @@ async fn debate_metric(client: &Client, debate_id: &str) -> anyhow::Result<Strin
 }
 
 fn print_list(r: &Value) {
+    print!("{}", render_list(r));
+}
+
+/// A `coordinator.gates` reply as a table, oldest first, columns as wide as
+/// their widest cell.
+pub fn render_list(r: &Value) -> String {
     let gates = r["gates"].as_array().cloned().unwrap_or_default();
     if gates.is_empty() {
-        println!("no open gates");
-        return;
+        return "no open gates\n".into();
     }
     let total = r["count"].as_u64().unwrap_or(gates.len() as u64);
-    println!("{total} open gate(s), oldest first:");
-    for g in gates {
-        println!(
-            "  {:<8} {:<10} waiting {:>8}  reminders {}{}  {}",
-            g["item"].as_str().unwrap_or("?"),
-            g["gate"].as_str().unwrap_or("?"),
-            duration(g["waiting_ms"].as_i64().unwrap_or(0)),
-            g["reminders_sent"],
+    let mut out = format!("{total} open gate(s), oldest first:\n");
+    let rows: Vec<Vec<String>> = gates
+        .iter()
+        .map(|g| {
+            let mut reminders = text(&g["reminders_sent"]);
             if g["escalated"].as_bool() == Some(true) {
-                ", ESCALATED"
-            } else {
-                ""
-            },
-            g["workflow_id"].as_str().unwrap_or("?"),
-        );
+                reminders.push_str(", ESCALATED");
+            }
+            vec![
+                text(&g["item"]),
+                text(&g["gate"]),
+                duration(g["waiting_ms"].as_i64().unwrap_or(0)),
+                reminders,
+                text(&g["workflow_id"]),
+            ]
+        })
+        .collect();
+    let t = super::render::table(
+        &[
+            ("item", Left),
+            ("gate", Left),
+            ("waiting", Right),
+            ("reminders", Left),
+            ("workflow", Left),
+        ],
+        &rows,
+    );
+    for l in t.lines() {
+        out.push_str(&format!("  {l}\n"));
     }
     if let Some(c) = r["next_cursor"].as_str() {
-        println!("more gates: caucus gate list --cursor {c}");
+        out.push_str(&format!("more gates: caucus gate list --cursor {c}\n"));
     }
+    out
 }
 
 /// The decision package as a person reads it.
@@ -596,6 +616,25 @@ mod tests {
     fn workflow(state: &str) -> Value {
         json!({"workflow_id": "wf-1", "item": "AAPL", "state": state,
                "progress": {"completed": 3, "total": 5}})
+    }
+
+    #[test]
+    fn the_gate_list_is_aligned() {
+        let r = json!({"count": 3, "next_cursor": "x", "gates": [
+            {"item": "BRK.B-LONG", "gate": "review", "waiting_ms": 187000,
+             "reminders_sent": 2, "escalated": true, "workflow_id": "wf-1"},
+            {"item": "A", "gate": "signoff", "waiting_ms": 900,
+             "reminders_sent": 0, "escalated": false, "workflow_id": "wf-2"},
+        ]});
+        assert_eq!(
+            render_list(&r),
+            "3 open gate(s), oldest first:\n  \
+             item        gate     waiting  reminders     workflow\n  \
+             BRK.B-LONG  review     3m07s  2, ESCALATED  wf-1\n  \
+             A           signoff    900ms  0             wf-2\n\
+             more gates: caucus gate list --cursor x\n"
+        );
+        assert_eq!(render_list(&json!({"gates": []})), "no open gates\n");
     }
 
     #[test]
