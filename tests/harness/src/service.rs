@@ -73,6 +73,16 @@ fn build_binaries(profile_dir: &Path) {
         let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
         let target_dir = profile_dir.parent().unwrap_or(profile_dir);
         let mut cmd = Command::new(&cargo);
+        // What cargo set for this test process describes the test crate, not
+        // the build: left in, a build script that reruns on one of them (ring
+        // on CARGO_MANIFEST_DIR) would see it change between this build and
+        // a developer's, and each would rebuild ring and everything above it.
+        for (k, _) in std::env::vars_os() {
+            let k = k.to_string_lossy();
+            if is_cargo_runtime_var(&k) {
+                cmd.env_remove(&*k);
+            }
+        }
         cmd.args(["build", "--workspace", "--bins"])
             .arg("--manifest-path")
             .arg(&manifest)
@@ -104,6 +114,24 @@ fn build_binaries(profile_dir: &Path) {
     if let Err(e) = built {
         panic!("building the workspace binaries for this test: {e}");
     }
+}
+
+/// Variables cargo sets for the processes it runs (`cargo test`, `cargo
+/// run`): <https://doc.rust-lang.org/cargo/reference/environment-variables.html>.
+fn is_cargo_runtime_var(k: &str) -> bool {
+    matches!(
+        k,
+        "CARGO"
+            | "CARGO_MANIFEST_DIR"
+            | "CARGO_MANIFEST_PATH"
+            | "CARGO_CRATE_NAME"
+            | "CARGO_BIN_NAME"
+            | "CARGO_PRIMARY_PACKAGE"
+            | "CARGO_TARGET_TMPDIR"
+            | "CARGO_RUSTC_CURRENT_DIR"
+            | "OUT_DIR"
+    ) || k.starts_with("CARGO_PKG_")
+        || k.starts_with("CARGO_BIN_EXE_")
 }
 
 /// Builder for a [`Service`]. Cloneable, so a tool can spawn the same
@@ -305,5 +333,31 @@ impl Service {
     /// Whether the process is still running.
     pub fn running(&mut self) -> bool {
         self.proc.try_wait().is_none() && self.proc.running()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nested_build_drops_what_cargo_set_for_the_test_and_keeps_settings() {
+        for k in [
+            "CARGO_MANIFEST_DIR",
+            "CARGO_PKG_NAME",
+            "CARGO_BIN_EXE_caucus-chaos",
+            "OUT_DIR",
+        ] {
+            assert!(is_cargo_runtime_var(k), "{k}");
+        }
+        for k in [
+            "CARGO_HOME",
+            "CARGO_TARGET_DIR",
+            "CARGO_BUILD_JOBS",
+            "CARGO_PROFILE_DEV_DEBUG",
+            "PATH",
+        ] {
+            assert!(!is_cargo_runtime_var(k), "{k}");
+        }
     }
 }
