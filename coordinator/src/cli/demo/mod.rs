@@ -49,7 +49,13 @@ pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> an
                 "{e}\nthe coordinator is not answering: start the stack with `scripts/stack up`"
             )
         })?;
-    let story = n >= STORY_TICKERS;
+    // The debate story needs the facilitator; without one the batches run
+    // and are measured all the same.
+    let facilitator = client
+        .call_ok("facilitator", "health", Value::Null)
+        .await
+        .is_ok();
+    let story = n >= STORY_TICKERS && facilitator;
 
     println!("== 1. The plan for AAPL + MSFT (stock-analysis) ==\n");
     let p1 = plan(client, &["AAPL", "MSFT"], json!({})).await?;
@@ -73,6 +79,8 @@ pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> an
     wait_leases_settled(client, &agents).await?;
     if story {
         announce(client).await;
+    } else if !facilitator {
+        println!("(no facilitator is running: the batches hold no debate story)\n");
     } else {
         println!("(fewer than {STORY_TICKERS} tickers: the batches hold no debate story)\n");
     }
@@ -341,6 +349,14 @@ async fn batch(
     if failed > 0 {
         println!("{failed} workflow(s) failed: see `caucus status --state failed`");
     }
+    if !story {
+        return Ok(Batch {
+            planned,
+            measured,
+            ids,
+            missing: Vec::new(),
+        });
+    }
     let debates = story::settled_debates(client, &workflows).await?;
     let load = client
         .call_ok("facilitator", "expert_load", json!({}))
@@ -364,16 +380,11 @@ async fn batch(
             );
         }
     }
-    let missing = if story {
-        story::missing(&debates, &reviewed, &decided)
-    } else {
-        Vec::new()
-    };
     Ok(Batch {
         planned,
         measured,
         ids,
-        missing,
+        missing: story::missing(&debates, &reviewed, &decided),
     })
 }
 
