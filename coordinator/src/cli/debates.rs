@@ -22,6 +22,12 @@ pub struct ListArgs {
     /// Only this item.
     #[arg(long)]
     pub item: Option<String>,
+    /// Debates per page (default 200, at most 500).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Where the page starts: the cursor the previous page printed.
+    #[arg(long)]
+    pub cursor: Option<String>,
 }
 
 /// Flags of `caucus decide` (a level-3 expert decision).
@@ -58,6 +64,12 @@ pub async fn list(client: &Client, a: ListArgs, as_json: bool) -> anyhow::Result
     if let Some(i) = a.item {
         body["item"] = json!(i);
     }
+    if let Some(l) = a.limit {
+        body["limit"] = json!(l);
+    }
+    if let Some(c) = a.cursor {
+        body["cursor"] = json!(c);
+    }
     let (debates, load) = tokio::try_join!(
         client.call_ok("facilitator", "debates", body),
         client.call_ok("facilitator", "expert_load", json!({})),
@@ -66,12 +78,16 @@ pub async fn list(client: &Client, a: ListArgs, as_json: bool) -> anyhow::Result
         println!(
             "{}",
             serde_json::to_string_pretty(
-                &json!({"debates": debates["debates"], "expert_load": load})
+                &json!({"debates": debates["debates"], "total": debates["total"],
+                        "next_cursor": debates["next_cursor"], "expert_load": load})
             )?
         );
         return Ok(0);
     }
     print!("{}", render_list(&debates, &load));
+    if let Some(c) = debates["next_cursor"].as_str() {
+        println!("more debates: caucus debates --cursor {c} (with the same filters)");
+    }
     Ok(0)
 }
 
@@ -83,7 +99,7 @@ pub fn render_list(debates: &Value, load: &Value) -> String {
         .as_u64()
         .filter(|t| *t as usize > list.len())
     {
-        // The facilitator pages its list: this is its first page.
+        // The facilitator pages its list: this is one page.
         Some(total) => format!("{} of {total} debate(s), queue order:\n", list.len()),
         None => format!("{} debate(s), queue order:\n", list.len()),
     };
