@@ -296,6 +296,46 @@ pub fn render_list(r: &Value) -> String {
     out
 }
 
+/// An override's estimates beside what the re-run gave: the estimate is a
+/// linear sensitivity, not the analysis's own model, so its error is shown.
+fn rerun_estimates(p: &Value) -> String {
+    let mut out = String::new();
+    for r in p["reruns"].as_array().into_iter().flatten() {
+        let est = r["estimates"].as_array().cloned().unwrap_or_default();
+        if est.is_empty() {
+            continue;
+        }
+        out.push_str(&format!(
+            "\nRe-run {} ({}):\n",
+            text(&r["rerun_id"]),
+            text(&r["reason"])
+        ));
+        for e in est {
+            let actual = match e["actual"].as_f64() {
+                Some(a) => format!(
+                    "re-run gave {}, error {}",
+                    num(a),
+                    e["error"].as_f64().map(num).unwrap_or_else(|| "-".into())
+                ),
+                None => "re-run pending".into(),
+            };
+            out.push_str(&format!(
+                "  {} {}: {} → estimate {} ({}); {}\n",
+                text(&e["task"]),
+                text(&e["output_metric"]),
+                e["before"].as_f64().map(num).unwrap_or_else(|| "-".into()),
+                e["estimate"]
+                    .as_f64()
+                    .map(num)
+                    .unwrap_or_else(|| "-".into()),
+                text(&e["estimate_method"]),
+                actual
+            ));
+        }
+    }
+    out
+}
+
 /// The decision package as a person reads it.
 pub fn render_package(p: &Value) -> String {
     let mut out = String::new();
@@ -383,6 +423,7 @@ pub fn render_package(p: &Value) -> String {
             ));
         }
     }
+    out.push_str(&rerun_estimates(p));
     if let Some(n) = p["facilitator"].as_str() {
         out.push_str(&format!("\n(facilitator: {n})\n"));
     }
@@ -810,5 +851,19 @@ mod tests {
         assert!(out.contains("(similarity 0.67)"), "{out}");
         assert!(out.contains("open for 1m05s"), "{out}");
         assert!(!out.contains("0.9999"), "{out}");
+    }
+
+    #[test]
+    fn an_overrides_estimate_is_shown_beside_what_the_rerun_gave() {
+        let p = json!({"reruns": [{"rerun_id": "r1", "reason": "override operating_margin",
+            "estimates": [{"task": "valuation", "output_metric": "target_price",
+                           "before": 45.41, "estimate": 160.283383, "estimate_method": "linear sensitivity",
+                           "actual": 292.84, "error": 132.556617}]}]});
+        let got = rerun_estimates(&p);
+        assert!(
+            got.contains("valuation target_price: 45.41 → estimate 160.28 (linear sensitivity); re-run gave 292.84, error 132.56"),
+            "{got}"
+        );
+        assert!(rerun_estimates(&json!({})).is_empty());
     }
 }
