@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use decode::{decode_json, DecodeError};
+pub use decode::{decode_json, decode_versioned, DecodeError};
 pub use message_type::MessageType;
 pub use priority::Priority;
 

@@ -197,6 +197,22 @@ impl TaskEvent {
     }
 }
 
+impl TaskDispatch {
+    /// Decodes a dispatch as PROTOCOL.md says: size, JSON, a
+    /// `schema_version` of 1 (or none), then the fields; errors carry the
+    /// documented DLQ codes (`unsupported_schema_version`, …).
+    pub fn decode(bytes: &[u8], max_bytes: usize) -> Result<Self, crate::envelope::DecodeError> {
+        crate::envelope::decode_versioned(bytes, max_bytes, |d: &Self| d.schema_version)
+    }
+}
+
+impl TaskEvent {
+    /// Decodes a task event with the checks of [`TaskDispatch::decode`].
+    pub fn decode(bytes: &[u8], max_bytes: usize) -> Result<Self, crate::envelope::DecodeError> {
+        crate::envelope::decode_versioned(bytes, max_bytes, |e: &Self| e.schema_version)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,5 +230,21 @@ mod tests {
         assert_eq!(d.msg_id(), "wf1/valuation@1");
         let back: TaskDispatch = serde_json::from_str(&serde_json::to_string(&d).unwrap()).unwrap();
         assert_eq!(back, d);
+    }
+
+    #[test]
+    fn bodies_of_another_schema_version_are_refused_with_the_documented_code() {
+        let v2 = br#"{"schema_version": 2, "task_id": "w/s", "workflow_id": "w", "status": "completed"}"#;
+        let err = TaskEvent::decode(v2, 1 << 20).unwrap_err();
+        assert_eq!(err.code(), "unsupported_schema_version");
+        let bad = br#"{"task_id": 5}"#;
+        assert_eq!(
+            TaskDispatch::decode(bad, 1 << 20).unwrap_err().code(),
+            "invalid_field"
+        );
+        assert_eq!(
+            TaskDispatch::decode(b"{nope", 1 << 20).unwrap_err().code(),
+            "malformed_json"
+        );
     }
 }

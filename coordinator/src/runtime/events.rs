@@ -88,7 +88,7 @@ pub async fn run(
                     }
                 };
                 let decoded = decode_or_dead_letter(&dlq, &msg, max_bytes, |b, _| {
-                    serde_json::from_slice::<TaskEvent>(b)
+                    TaskEvent::decode(b, max_bytes)
                 })
                 .await;
                 match decoded {

@@ -179,10 +179,9 @@ impl Slot {
                 continue;
             }
             let max = self.deps.config.max_body_bytes;
-            let task = decode_or_dead_letter(&self.dlq, &msg, max, |b, _| {
-                serde_json::from_slice::<TaskDispatch>(b)
-            })
-            .await;
+            let task =
+                decode_or_dead_letter(&self.dlq, &msg, max, |b, _| TaskDispatch::decode(b, max))
+                    .await;
             if let Some(mut task) = task {
                 // Broadcasts bypass the queue: whatever is on caucus.msg.all
                 // now is applied before this task starts.
