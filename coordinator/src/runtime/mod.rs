@@ -22,6 +22,7 @@ pub mod resolutions;
 pub mod scheduler;
 pub mod store;
 pub mod submissions;
+pub mod term_tasks;
 pub mod undeliverable;
 
 use std::collections::HashMap;
@@ -40,6 +41,7 @@ use caucus_shared::subjects::Subjects;
 
 use scheduler::{Capacities, Scheduler, SchedulerHandle};
 use store::WorkflowStore;
+use term_tasks::TermTasks;
 
 pub use store::WORKFLOWS_BUCKET;
 
@@ -149,6 +151,8 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
                 tokio::select! {
                     _ = lost.cancelled() => {}
                     _ = shutdown.cancelled() => {}
+                    // A failed runtime task ended the term.
+                    _ = term.cancelled() => {}
                 }
                 term.cancel();
             })
@@ -221,67 +225,86 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
         let (tx, rx) = mpsc::channel(1024);
         sched.set_handle(tx.clone());
         *current.write().expect("scheduler slot") = Some(tx.clone());
-        let cap_task = tokio::spawn(capacity::run(
-            deps.redis.clone(),
-            deps.subjects.prefix().to_string(),
-            caps,
-            cfg.tick,
-            tx.clone(),
-            term.clone(),
-        ));
-        let ev_task = tokio::spawn(events::run(
-            consumer.clone(),
-            Dlq::new(deps.js.clone(), deps.subjects.clone()),
-            deps.config.max_body_bytes,
-            cfg.event_batch,
-            tx.clone(),
-            term.clone(),
-        ));
-        let ctl_task = tokio::spawn(control_stream::run(
-            deps.js.clone(),
-            deps.subjects.clone(),
-            deps.config.worker.ack_wait,
-            Dlq::new(deps.js.clone(), deps.subjects.clone()),
-            deps.config.max_body_bytes,
-            tx.clone(),
-            term.clone(),
-        ));
-        let bcast_task = tokio::spawn(broadcasts::run(
-            bcast_consumer.clone(),
-            Dlq::new(deps.js.clone(), deps.subjects.clone()),
-            deps.config.max_body_bytes,
-            deps.clock.clone(),
-            tx.clone(),
-            term.clone(),
-        ));
-        let res_task = tokio::spawn(resolutions::run(
-            deps.js.clone(),
-            deps.subjects.clone(),
-            deps.config.worker.ack_wait,
-            deps.config.nats.request_timeout,
-            Dlq::new(deps.js.clone(), deps.subjects.clone()),
-            deps.config.max_body_bytes,
-            tx.clone(),
-            term.clone(),
-        ));
-        let undeliverable_task = tokio::spawn(undeliverable::run(
-            deps.js.clone(),
-            deps.subjects.clone(),
-            tx.clone(),
-            term.clone(),
-        ));
-        drop(tx);
-        sched.run(rx, term.clone()).await;
-        *current.write().expect("scheduler slot") = None;
-        let _ = tokio::join!(
-            cap_task,
-            ev_task,
-            ctl_task,
-            bcast_task,
-            res_task,
-            undeliverable_task,
-            stop
+        // The term's tasks run in one set: one that ends early or panics
+        // ends the term (its work would silently stop otherwise: no events
+        // applied, no capacity read) and is reported in health.
+        let mut tasks = TermTasks::new(term.clone(), deps.health.clone());
+        tasks.spawn(
+            "capacity",
+            capacity::run(
+                deps.redis.clone(),
+                deps.subjects.prefix().to_string(),
+                caps,
+                cfg.tick,
+                tx.clone(),
+                term.clone(),
+            ),
         );
+        tasks.spawn(
+            "events",
+            events::run(
+                consumer.clone(),
+                Dlq::new(deps.js.clone(), deps.subjects.clone()),
+                deps.config.max_body_bytes,
+                cfg.event_batch,
+                tx.clone(),
+                term.clone(),
+            ),
+        );
+        tasks.spawn(
+            "control",
+            control_stream::run(
+                deps.js.clone(),
+                deps.subjects.clone(),
+                deps.config.worker.ack_wait,
+                Dlq::new(deps.js.clone(), deps.subjects.clone()),
+                deps.config.max_body_bytes,
+                tx.clone(),
+                term.clone(),
+            ),
+        );
+        tasks.spawn(
+            "broadcasts",
+            broadcasts::run(
+                bcast_consumer.clone(),
+                Dlq::new(deps.js.clone(), deps.subjects.clone()),
+                deps.config.max_body_bytes,
+                deps.clock.clone(),
+                tx.clone(),
+                term.clone(),
+            ),
+        );
+        tasks.spawn(
+            "resolutions",
+            resolutions::run(
+                deps.js.clone(),
+                deps.subjects.clone(),
+                deps.config.worker.ack_wait,
+                deps.config.nats.request_timeout,
+                Dlq::new(deps.js.clone(), deps.subjects.clone()),
+                deps.config.max_body_bytes,
+                tx.clone(),
+                term.clone(),
+            ),
+        );
+        tasks.spawn(
+            "undeliverable",
+            undeliverable::run(
+                deps.js.clone(),
+                deps.subjects.clone(),
+                tx.clone(),
+                term.clone(),
+            ),
+        );
+        drop(tx);
+        let scheduling = async {
+            sched.run(rx, term.clone()).await;
+            // At once, not after the other tasks: the API must not hand
+            // requests to a scheduler that stopped.
+            *current.write().expect("scheduler slot") = None;
+        };
+        tokio::join!(scheduling, tasks.supervise());
+        let _ = stop.await;
         if deps.shutdown.is_cancelled() {
             let _ = keeper.await;
             break;
