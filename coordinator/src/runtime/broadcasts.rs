@@ -21,7 +21,7 @@ use caucus_shared::messages::Alert;
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
 use caucus_shared::subjects::{StreamKind, Subjects};
 
-use super::scheduler::{ask, AskError, Command, SchedulerHandle};
+use super::commands::{ask, AskError, Command, SchedulerHandle};
 use crate::workflow::WorkflowFlag;
 
 /// Durable name of the coordinator's broadcast consumer.

@@ -18,7 +18,7 @@ use caucus_shared::redis::{CapacitySemaphore, RedisPool, SemaphoreStatus};
 
 use crate::engine::AgentLoad;
 
-use super::scheduler::{Capacities, Command, SchedulerHandle};
+use super::commands::{Capacities, Command, SchedulerHandle};
 
 /// Warnings repeated at most this often while Redis is unreachable.
 const WARN_EVERY: Duration = Duration::from_secs(30);

@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use caucus_shared::nats::ApiError;
 
+use super::commands::{ask, Command, SchedulerHandle};
 use super::control::{BatchStatusArgs, ControlOp};
-use super::scheduler::{ask, Command, SchedulerHandle};
 
 /// The operations this module answers.
 pub const OPERATIONS: [&str; 5] = [

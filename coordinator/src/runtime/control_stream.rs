@@ -17,8 +17,8 @@ use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq, DlqReason};
 use caucus_shared::subjects::{StreamKind, Subjects};
 
 use super::batch::BatchPauseArgs;
+use super::commands::{ask, AskError, Command, SchedulerHandle};
 use super::control::{ControlOp, PauseArgs, ResumeArgs};
-use super::scheduler::{ask, AskError, Command, SchedulerHandle};
 
 /// Durable name of the coordinator's control consumer.
 pub const CONTROL_CONSUMER: &str = "coordinator-control";

@@ -12,7 +12,7 @@ use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
 use caucus_shared::subjects::{StreamKind, Subjects};
 use caucus_shared::task::{ErrorClass, TaskError, TaskEvent};
 
-use super::scheduler::{Command, SchedulerHandle};
+use super::commands::{Command, SchedulerHandle};
 
 /// Durable name of the coordinator's event consumer.
 pub const EVENTS_CONSUMER: &str = "coordinator";

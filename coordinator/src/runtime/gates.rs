@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use caucus_shared::config::CoordinatorConfig;
 use caucus_shared::nats::api::ApiError;
 
-use super::api::workflow_json;
+use super::views::workflow_json;
 use crate::engine::Engine;
 use crate::workflow::{GateError, GateRequest, GateTimers, RerunRequest, WorkflowRecord};
 

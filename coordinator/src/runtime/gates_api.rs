@@ -23,9 +23,9 @@ use caucus_shared::messages::assumption_value;
 use caucus_shared::nats::api::{api_request, ApiError, CODE_NO_RESPONDERS};
 use caucus_shared::subjects::{StreamKind, Subjects};
 
+use super::commands::{ask, Command, SchedulerHandle};
 use super::gates::GateOp;
 use super::gates_package;
-use super::scheduler::{ask, Command, SchedulerHandle};
 use crate::workflow::{GateAction, GateRequest, RerunRequest, WorkflowRecord};
 
 /// Findings read into one decision package, at most.

@@ -7,6 +7,7 @@ pub mod batch;
 pub mod broadcasts;
 mod capacity;
 pub mod checkpoints;
+pub mod commands;
 pub mod control;
 pub mod control_api;
 pub mod control_stream;
@@ -24,6 +25,7 @@ pub mod store;
 pub mod submissions;
 pub mod term_tasks;
 pub mod undeliverable;
+pub mod views;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -39,7 +41,8 @@ use caucus_shared::nats::topology::ensure_kv;
 use caucus_shared::redis::{OwnedLock, RedisPool};
 use caucus_shared::subjects::Subjects;
 
-use scheduler::{Capacities, Scheduler, SchedulerHandle};
+use commands::{Capacities, SchedulerHandle};
+use scheduler::Scheduler;
 use store::WorkflowStore;
 use term_tasks::TermTasks;
 

@@ -25,9 +25,9 @@ use caucus_shared::nats::api::{api_request, CODE_NO_RESPONDERS};
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
 use caucus_shared::subjects::{StreamKind, Subjects};
 
+use super::commands::SchedulerHandle;
 use super::gates::GateOp;
 use super::gates_api::call;
-use super::scheduler::SchedulerHandle;
 
 /// Durable name of the consumer.
 pub const RESOLUTIONS_CONSUMER: &str = "coordinator-resolutions";

@@ -5,7 +5,6 @@
 //! the same `Nats-Msg-Id`, so JetStream drops the duplicates.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, context::PublishAckFuture};
@@ -13,7 +12,7 @@ use async_nats::HeaderMap;
 use chrono::Utc;
 use futures::future::join_all;
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use caucus_shared::clock::SharedClock;
@@ -24,118 +23,15 @@ use caucus_shared::task::{TaskDispatch, TaskEvent};
 
 use caucus_shared::redis::leadership::LeaderLease;
 
-use super::control::{Control, ControlOp};
+pub use super::commands::{
+    ask, parse_status_cursor, status_cursor, AskError, Capacities, Command, SchedulerHandle,
+    StatusFilter, SCHEDULER_REPLY_TIMEOUT, STATUS_DEFAULT_LIMIT, STATUS_MAX_LIMIT,
+};
+use super::control::Control;
 use super::store::{StoreError, WorkflowStore};
 use crate::engine::Engine;
 use crate::workflow::{EventOutcome, TierRules, WorkflowRecord, WorkflowState};
 use caucus_shared::nats::ApiError;
-
-/// Capacity per agent type as last read from Redis.
-pub type Capacities = Arc<RwLock<HashMap<String, usize>>>;
-
-/// Which workflows `status` returns.
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-pub struct StatusFilter {
-    /// Only these ids.
-    #[serde(default)]
-    pub ids: Vec<String>,
-    /// Only these states.
-    #[serde(default)]
-    pub states: Vec<String>,
-    /// Include per-task detail (outputs only when `ids` names the
-    /// workflows: a list never inlines outputs).
-    #[serde(default)]
-    pub tasks: bool,
-    /// Workflows per page of a list (no `ids`): default
-    /// [`STATUS_DEFAULT_LIMIT`], at most [`STATUS_MAX_LIMIT`].
-    #[serde(default)]
-    pub limit: Option<usize>,
-    /// Where a list page starts: a previous reply's `next_cursor`.
-    #[serde(default)]
-    pub cursor: Option<String>,
-}
-
-/// Workflows in one `status` list page unless `limit` says otherwise.
-pub const STATUS_DEFAULT_LIMIT: usize = 100;
-/// The largest `limit` a `status` list accepts.
-pub const STATUS_MAX_LIMIT: usize = 1_000;
-
-/// A list cursor: the position after the workflow with this creation time
-/// (ms) and id, in the list's `(created_at, workflow_id)` order.
-pub fn status_cursor(r: &WorkflowRecord) -> String {
-    format!("{}:{}", r.created_at.timestamp_millis(), r.workflow_id)
-}
-
-/// Reads a [`status_cursor`].
-pub fn parse_status_cursor(c: &str) -> Option<(i64, String)> {
-    let (ms, id) = c.split_once(':')?;
-    Some((ms.parse().ok()?, id.to_string()))
-}
-
-/// Requests to the scheduler.
-pub enum Command {
-    /// One step of a submission (see `runtime::submissions`): may records
-    /// be created now, or take over records the API stored.
-    Submit {
-        /// The step.
-        op: super::submissions::SubmitOp,
-        /// The epoch and store for the next records, or why this
-        /// coordinator may not take them.
-        reply: oneshot::Sender<Result<super::submissions::SubmitGrant, String>>,
-    },
-    /// A batch of task events with the messages to ack once persisted.
-    Events(Vec<(TaskEvent, jetstream::Message)>),
-    /// Status query.
-    Status {
-        /// Filter.
-        filter: StatusFilter,
-        /// The reply body.
-        reply: oneshot::Sender<Value>,
-    },
-    /// Capacity changed: try dispatching.
-    Poke,
-    /// Pause, resume and batch operations.
-    Control {
-        /// The operation.
-        op: ControlOp,
-        /// The reply body or error.
-        reply: oneshot::Sender<Result<Value, ApiError>>,
-    },
-    /// Flag every unfinished workflow for re-evaluation (a macro broadcast);
-    /// replies with how many were flagged.
-    Flag {
-        /// The flag.
-        flag: crate::workflow::WorkflowFlag,
-        /// The count.
-        reply: oneshot::Sender<usize>,
-    },
-    /// Gate decisions, re-runs and listings.
-    Gate {
-        /// The operation.
-        op: super::gates::GateOp,
-        /// The reply body or error.
-        reply: oneshot::Sender<Result<Value, ApiError>>,
-    },
-    /// Fail one task attempt for a reason the coordinator learnt outside
-    /// the worker's events (JetStream gave up delivering the dispatch, or
-    /// the worker's event about it was dead-lettered).
-    FailTask {
-        /// The task (`<workflow_id>/<stage>`).
-        task_id: String,
-        /// The attempt concerned (an older one changes nothing).
-        attempt: u32,
-        /// Why, as a worker would have reported it.
-        error: caucus_shared::task::TaskError,
-    },
-    /// Load per agent type.
-    Load {
-        /// The reply.
-        reply: oneshot::Sender<std::collections::BTreeMap<String, crate::engine::AgentLoad>>,
-    },
-}
-
-/// Handle for sending commands.
-pub type SchedulerHandle = mpsc::Sender<Command>;
 
 /// The scheduler's state.
 pub struct Scheduler {
@@ -1189,7 +1085,7 @@ impl Scheduler {
                 recs.truncate(limit);
             }
             for r in recs {
-                list.push(super::api::workflow_json_with(r, f.tasks, false));
+                list.push(super::views::workflow_json_with(r, f.tasks, false));
             }
         } else {
             for id in &f.ids {
@@ -1205,7 +1101,7 @@ impl Scheduler {
                     },
                 };
                 if wanted(r) {
-                    list.push(super::api::workflow_json_with(r, f.tasks, true));
+                    list.push(super::views::workflow_json_with(r, f.tasks, true));
                 }
             }
         }
@@ -1232,46 +1128,3 @@ async fn nak_all(msgs: &[jetstream::Message]) {
     )
     .await;
 }
-
-/// Why the scheduler gave no answer to [`ask`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AskError {
-    /// It no longer takes commands (shutting down or stepped down).
-    Closed,
-    /// It took the command but dropped it unanswered (it is stopping).
-    Dropped,
-    /// No answer within [`SCHEDULER_REPLY_TIMEOUT`].
-    Timeout,
-}
-
-impl From<AskError> for ApiError {
-    fn from(e: AskError) -> ApiError {
-        match e {
-            AskError::Closed | AskError::Dropped => {
-                ApiError::new("unavailable", "the coordinator is shutting down")
-            }
-            AskError::Timeout => ApiError::new("timeout", "the scheduler did not answer in time"),
-        }
-    }
-}
-
-/// Sends the command `command` builds around a reply channel and waits for
-/// the scheduler's answer (at most [`SCHEDULER_REPLY_TIMEOUT`]).
-pub async fn ask<T>(
-    handle: &SchedulerHandle,
-    command: impl FnOnce(oneshot::Sender<T>) -> Command,
-) -> Result<T, AskError> {
-    let (tx, rx) = oneshot::channel();
-    handle
-        .send(command(tx))
-        .await
-        .map_err(|_| AskError::Closed)?;
-    match tokio::time::timeout(SCHEDULER_REPLY_TIMEOUT, rx).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(_)) => Err(AskError::Dropped),
-        Err(_) => Err(AskError::Timeout),
-    }
-}
-
-/// How long `submit` and `status` callers wait for the scheduler.
-pub const SCHEDULER_REPLY_TIMEOUT: Duration = Duration::from_secs(30);

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use caucus_shared::subjects::{StreamKind, Subjects};
 use caucus_shared::task::{ErrorClass, TaskDispatch, TaskError};
 
-use super::scheduler::{Command, SchedulerHandle};
+use super::commands::{Command, SchedulerHandle};
 
 /// The part of a `io.nats.jetstream.advisory.v1.max_deliver` advisory used.
 #[derive(Debug, Deserialize)]
