@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::build::remaining_paths;
+pub use super::level_review_output::Conflict;
 use super::level_review_output::{normalise, LevelReview};
 use super::{StageDef, StageKind, StageRetry, TaskRecord, TaskRunState, WorkflowRecord};
 use crate::pipeline::{LevelReviewSpec, LEVEL_REVIEW_INPUT};
@@ -81,15 +82,6 @@ impl LevelReviewPolicy {
             },
         })
     }
-}
-
-/// One resource modified by two or more tasks of a level.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Conflict {
-    /// The resource (file path, table, key… as the tasks reported it).
-    pub resource: String,
-    /// Task keys that modified it, sorted.
-    pub tasks: Vec<String>,
 }
 
 /// What one task of a level produced, as the reviewer sees it.

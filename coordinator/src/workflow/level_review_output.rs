@@ -7,7 +7,14 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::level_review::Conflict;
+/// One resource modified by two or more tasks of a level.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Conflict {
+    /// The resource (file path, table, key… as the tasks reported it).
+    pub resource: String,
+    /// Task keys that modified it, sorted.
+    pub tasks: Vec<String>,
+}
 
 /// A conflict as the review left it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

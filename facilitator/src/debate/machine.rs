@@ -13,6 +13,7 @@ use super::record::{
     ChallengeExtensions, Debate, DebateState, EvidenceEntry, HistoryEntry, Snapshot,
     DEBATE_SCHEMA_VERSION,
 };
+pub use super::resolution::OverrideImpact;
 use super::resolution::{
     OverrideStatus, OverrideWindow, ProvisionalDetails, ResolutionRecord, AGENT_DIRECT_CONFIDENCE,
     HUMAN_CONFIDENCE, PROVISIONAL_CONFIDENCE,
@@ -20,7 +21,6 @@ use super::resolution::{
 use super::routing::{self, ExpertSlot, Route};
 use super::{validate_debate_id, DebateError, Effect, RedebateRequest, Timeouts};
 use crate::credibility::L2Assessment;
-use crate::impact::{ImpactReport, RerunPlan};
 use crate::side::Side;
 
 fn after(now: DateTime<Utc>, d: std::time::Duration) -> DateTime<Utc> {
@@ -75,15 +75,6 @@ pub enum GateAction {
         /// Context the new debate should consider.
         context: String,
     },
-}
-
-/// The impact of an override, stored with the final resolution.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OverrideImpact {
-    /// Per-analysis estimates.
-    pub report: ImpactReport,
-    /// Re-runs to do.
-    pub plan: RerunPlan,
 }
 
 impl Debate {

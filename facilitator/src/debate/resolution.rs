@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::credibility::L2Assessment;
+use crate::impact::{ImpactReport, RerunPlan};
 use crate::side::Side;
 
 /// Confidence of a level-1 resolution when the surviving position states none.
@@ -103,7 +104,7 @@ pub struct ResolutionRecord {
     pub credibility: Option<L2Assessment>,
     /// Downstream impact of a gate override (level 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub impact_report: Option<super::machine::OverrideImpact>,
+    pub impact_report: Option<OverrideImpact>,
     /// The person who decided (levels 3 and 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<String>,
@@ -136,4 +137,13 @@ impl ResolutionRecord {
             snapshot_id: Some(self.snapshot_id.clone()),
         }
     }
+}
+
+/// The impact of an override, stored with the final resolution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OverrideImpact {
+    /// Per-analysis estimates.
+    pub report: ImpactReport,
+    /// Re-runs to do.
+    pub plan: RerunPlan,
 }
