@@ -5,36 +5,14 @@
 
 use std::collections::BTreeSet;
 
-use serde::{Deserialize, Serialize};
-
 pub use caucus_shared::config::LevelReviewMode;
 
-use super::{validate::is_valid_token, PipelineError, PipelineSpec, RetryPolicy};
+use super::token::is_valid_token;
+use super::{PipelineError, PipelineSpec};
 
 /// Key under which next-level tasks find the review in their `inputs`.
 /// Reserved: no stage may have this name.
 pub const LEVEL_REVIEW_INPUT: &str = "level_review";
-
-/// `level_review = { mode = "always", agent = "reviewer", … }`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LevelReviewSpec {
-    /// `conflicts`, `always` or `off`; absent = `coordinator.level_review_mode`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<LevelReviewMode>,
-    /// Agent type that runs the review; absent = `coordinator.level_review_agent`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent: Option<String>,
-    /// Expected duration of one review in time units (default 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected_duration: Option<f64>,
-    /// Time limit per review attempt in time units (default none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<f64>,
-    /// Retry policy of the review task (default: the stage default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry: Option<RetryPolicy>,
-}
 
 fn invalid(message: String) -> PipelineError {
     PipelineError::InvalidLevelReview { message }

@@ -1,17 +1,20 @@
-//! Declarative pipelines: the spec format, its validation, and the built-in
+//! Declarative pipelines: the spec format (its shape is in
+//! [`caucus_shared::pipeline`], the wire contract), its validation, and the built-in
 //! pipelines. A pipeline is data (TOML, or JSON inline in API requests); the
 //! [`crate::planner`] turns it plus a list of items into a schedule.
 
 mod builtin;
-mod error;
 mod graph;
 mod level_review;
-mod spec;
+mod token;
 mod validate;
 
 pub use builtin::{builtin, builtin_names};
-pub use error::PipelineError;
+pub use caucus_shared::pipeline::{
+    LevelReviewSpec, PipelineError, PipelineSpec, RetryPolicy, StageKind, StageSpec,
+    SPEC_SCHEMA_VERSION,
+};
 pub use graph::StageGraph;
-pub use level_review::{LevelReviewSpec, LEVEL_REVIEW_INPUT};
-pub use spec::{PipelineSpec, RetryPolicy, StageKind, StageSpec, SPEC_SCHEMA_VERSION};
-pub use validate::{check_capacity_overrides, is_valid_token, validate, validate_graph};
+pub use level_review::LEVEL_REVIEW_INPUT;
+pub use token::is_valid_token;
+pub use validate::{check_capacity_overrides, validate, validate_graph};

@@ -4,15 +4,8 @@
 
 use std::collections::BTreeSet;
 
+use super::token::is_valid_token;
 use super::{PipelineError, PipelineSpec, StageGraph, StageKind};
-
-/// True when `name` is a valid subject token: non-empty, `[a-z0-9_-]+`.
-pub fn is_valid_token(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-}
 
 fn check_token(what: &'static str, name: &str) -> Result<(), PipelineError> {
     if is_valid_token(name) {
