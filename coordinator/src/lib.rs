@@ -7,9 +7,7 @@
 //! - [`runtime`]: the process: KV state, events, dispatch, control API.
 //! - [`patterns`]: the six coordination patterns over real workers.
 //! - [`research`]: the deep-research phases, gates, isolation and audit.
-//! - [`cli`]: the `caucus` command-line client.
 
-pub mod cli;
 pub mod engine;
 pub mod patterns;
 pub mod pipeline;

@@ -1,6 +1,7 @@
 //! caucus-shared: everything two caucus processes must agree on.
 //!
 //! - [`envelope`], [`messages`], [`task`]: the wire contract (JSON bodies).
+//! - [`pipeline`]: the pipeline spec's shape (TOML, or JSON inline in requests).
 //! - [`subjects`]: subject builders and token encoding.
 //! - [`nats`]: connecting, stream/consumer/KV topology, the DLQ, trace headers.
 //! - [`redis`]: capacity semaphores, locks and bounded counters as Lua scripts.
@@ -14,6 +15,7 @@ pub mod error;
 pub mod health;
 pub mod messages;
 pub mod nats;
+pub mod pipeline;
 pub mod redis;
 pub mod service;
 pub mod subjects;

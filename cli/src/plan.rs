@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::{Client, PipelineArg};
-use crate::pipeline::PipelineSpec;
+use caucus_shared::pipeline::PipelineSpec;
 
 /// The `pipeline` field of a request: a name, or the parsed file.
 pub fn pipeline_value(p: &PipelineArg) -> anyhow::Result<Value> {
@@ -115,7 +115,7 @@ mod tests {
         let v = parse_pipeline_file(Path::new("p.toml"), GOOD).unwrap();
         assert_eq!(v["name"], "p");
         assert_eq!(v["stages"][0]["agent"], "a");
-        assert!(crate::pipeline::PipelineSpec::from_json(v).is_ok());
+        assert!(PipelineSpec::from_json(v).is_ok());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::reviewer::{confirmed_items, Reviewed};
-use crate::cli::Client;
+use crate::Client;
 
 /// The steps `caucus demo` announces for each batch, in order.
 pub const STEPS: &[Step] = &[

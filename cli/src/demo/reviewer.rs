@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::Client;
+use crate::Client;
 
 /// What the demo's reviewer did at the gates.
 #[derive(Debug, Default)]
@@ -66,7 +66,7 @@ async fn review(client: &Client, wf: &str, out: &mut Reviewed) {
         return;
     }
     if out.first_package.is_none() {
-        out.first_package = Some(crate::cli::gate::render_package(&pkg));
+        out.first_package = Some(crate::gate::render_package(&pkg));
     }
     for id in decisions.iter().filter_map(|d| d["debate_id"].as_str()) {
         let r = client

@@ -3,9 +3,9 @@
 use clap::Parser;
 
 fn main() {
-    let cli = caucus_coordinator::cli::Cli::parse();
+    let cli = caucus_cli::Cli::parse();
     // Before any thread exists: pick up the local stack's URLs.
-    caucus_coordinator::cli::load_stack_env();
+    caucus_cli::load_stack_env();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -18,7 +18,7 @@ fn main() {
         }
     };
     let code = rt.block_on(async {
-        match caucus_coordinator::cli::run(cli).await {
+        match caucus_cli::run(cli).await {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("caucus: {e:#}");
