@@ -239,12 +239,8 @@ async fn debate_metric(client: &Client, debate_id: &str) -> anyhow::Result<Strin
     let d = client
         .call_ok("facilitator", "debate", json!({"debate_id": debate_id}))
         .await?;
-    let metric = [
-        &d["challenged_position"]["metric"],
-        &d["challenger_position"]["metric"],
-    ]
-    .into_iter()
-    .find_map(|m| m.as_str().map(str::to_string));
+    // The facilitator states it by the one shared rule.
+    let metric = d["metric"].as_str().map(str::to_string);
     metric.ok_or_else(|| anyhow::anyhow!("debate {debate_id} names no metric; pass --metric"))
 }
 

@@ -18,7 +18,7 @@ mod validate;
 
 pub use alert::Alert;
 pub use broadcast::{MacroBroadcast, MacroEvent};
-pub use challenge::{assumption_value, Challenge, ChallengePriority, Position};
+pub use challenge::{assumption_value, debate_metric, Challenge, ChallengePriority, Position};
 pub(crate) use content::typed;
 pub use content::{Content, MessageContent};
 pub use debate::{

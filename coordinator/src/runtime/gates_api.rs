@@ -402,7 +402,7 @@ impl GateApi {
             m.insert("analyses".into(), Value::Array(analyses_of(&rec, &debate)));
         }
         let answer = self.facilitator("gate_review", &Value::Object(m)).await?;
-        let metric = metric_of(&answer, &debate);
+        let metric = metric_of(&debate);
         let mut out = json!({ "facilitator": answer });
         let final_value = assumption_value(&answer["resolution"]["final_position"]["value"]);
         let settled = match (&metric, final_value) {
@@ -468,15 +468,10 @@ impl GateApi {
     }
 }
 
-fn metric_of(answer: &Value, debate: &Value) -> Option<String> {
-    [
-        &answer["resolution"]["final_position"]["metric"],
-        &debate["challenged_position"]["metric"],
-        &debate["challenger_position"]["metric"],
-        &debate["extensions"]["context"]["metric"],
-    ]
-    .into_iter()
-    .find_map(|v| v.as_str().map(str::to_string))
+/// The metric the debate is about, as the facilitator's `debate` reply
+/// states it (`caucus_shared::messages::debate_metric`).
+fn metric_of(debate: &Value) -> Option<String> {
+    debate["metric"].as_str().map(str::to_string)
 }
 
 /// The downstream analyses of a debate in this workflow: the tasks its

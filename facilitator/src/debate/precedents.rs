@@ -58,21 +58,7 @@ pub struct Precedent {
 }
 
 fn metric(d: &Debate) -> Option<String> {
-    d.extensions
-        .context
-        .metric
-        .clone()
-        .or_else(|| {
-            d.challenged_position
-                .as_ref()
-                .and_then(|p| p.metric.clone())
-        })
-        .or_else(|| {
-            d.challenger_position
-                .as_ref()
-                .and_then(|p| p.metric.clone())
-        })
-        .map(|m| m.to_ascii_lowercase())
+    d.metric()
 }
 
 fn agents(d: &Debate) -> [String; 2] {

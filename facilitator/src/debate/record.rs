@@ -196,6 +196,15 @@ pub struct Debate {
 }
 
 impl Debate {
+    /// The metric it is about ([`caucus_shared::messages::debate_metric`]).
+    pub fn metric(&self) -> Option<String> {
+        caucus_shared::messages::debate_metric(
+            self.extensions.context.metric.as_deref(),
+            self.challenged_position.as_ref(),
+            self.challenger_position.as_ref(),
+        )
+    }
+
     /// The agent on `side`.
     pub fn agent(&self, side: Side) -> &str {
         match side {

@@ -124,7 +124,11 @@ pub fn install(svc: &mut Service, fac: Arc<Facilitator>) {
                 .await
                 .map_err(ServiceError::from)?
                 .ok_or_else(|| ApiError::not_found(format!("no debate `{}`", req.debate_id)))?;
-            to_json(&d)
+            let mut reply = to_json(&d)?;
+            // What it is about, by the one shared rule (coordinator and CLI
+            // read this field rather than deciding again).
+            reply["metric"] = serde_json::json!(d.metric());
+            Ok(reply)
         }
     });
     let f = fac.clone();

@@ -54,6 +54,21 @@ pub struct Position {
     pub evidence: Vec<String>,
 }
 
+/// The metric a debate is about, the one rule every part uses (the
+/// facilitator's precedents and `debate` reply, the coordinator settling
+/// an assumption, the CLI): the metric its context declares, else the
+/// challenged position's, else the challenger's; lowercased.
+pub fn debate_metric(
+    context: Option<&str>,
+    challenged: Option<&Position>,
+    challenger: Option<&Position>,
+) -> Option<String> {
+    context
+        .or_else(|| challenged.and_then(|p| p.metric.as_deref()))
+        .or_else(|| challenger.and_then(|p| p.metric.as_deref()))
+        .map(str::to_ascii_lowercase)
+}
+
 /// A value as an assumption's number: a JSON number, or a string such as
 /// `"0.28"`, `"28%"` (a share: 0.28) or `"$85"`. Not finite: `None`.
 pub fn assumption_value(v: &Value) -> Option<f64> {
@@ -167,6 +182,31 @@ impl MessageContent for Challenge {
 mod value_tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_debates_metric_is_its_contexts_else_a_positions() {
+        let pos = |m: &str| Position {
+            statement: "x".into(),
+            metric: Some(m.into()),
+            value: None,
+            confidence: None,
+            evidence: Vec::new(),
+        };
+        let (a, b) = (pos("Operating_Margin"), pos("target_price"));
+        assert_eq!(
+            debate_metric(Some("WACC"), Some(&a), Some(&b)).as_deref(),
+            Some("wacc")
+        );
+        assert_eq!(
+            debate_metric(None, Some(&a), Some(&b)).as_deref(),
+            Some("operating_margin")
+        );
+        assert_eq!(
+            debate_metric(None, None, Some(&b)).as_deref(),
+            Some("target_price")
+        );
+        assert_eq!(debate_metric(None, None, None), None);
+    }
 
     #[test]
     fn assumption_values_read_numbers_shares_and_prices() {
