@@ -17,7 +17,7 @@ mod pause;
 mod validate;
 
 pub use alert::Alert;
-pub use broadcast::{MacroBroadcast, MacroEvent};
+pub use broadcast::{critical_broadcast, MacroBroadcast, MacroEvent, NotCritical};
 pub use challenge::{assumption_value, debate_metric, Challenge, ChallengePriority, Position};
 pub(crate) use content::typed;
 pub use content::{Content, MessageContent};

@@ -15,9 +15,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use caucus_shared::clock::SharedClock;
-use caucus_shared::envelope::{Envelope, MessageType, Priority};
-use caucus_shared::messages::broadcast::{RATE_ANNOUNCEMENT, REGIME_CHANGE};
-use caucus_shared::messages::Alert;
+use caucus_shared::envelope::Envelope;
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
 use caucus_shared::subjects::{StreamKind, Subjects};
 
@@ -50,16 +48,9 @@ pub async fn ensure_consumer(
 
 /// The flag a broadcast puts on workflows, or `None` when it flags nothing.
 pub fn flag_for(env: &Envelope, now: chrono::DateTime<chrono::Utc>) -> Option<WorkflowFlag> {
-    if env.message_type != MessageType::Alert || env.priority != Priority::SystemCritical {
-        return None;
-    }
-    let alert: Alert = env.content_as().ok()?;
-    let kind = alert.event_type.clone()?;
-    if kind != REGIME_CHANGE && kind != RATE_ANNOUNCEMENT {
-        return None;
-    }
+    let (event, alert) = caucus_shared::messages::critical_broadcast(env).ok()?;
     Some(WorkflowFlag {
-        kind,
+        kind: event.as_str().to_string(),
         at: now,
         detail: json!({
             "id": env.id,
@@ -118,6 +109,7 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use caucus_shared::envelope::Priority;
     use caucus_shared::messages::{MacroBroadcast, MacroEvent};
 
     #[test]

@@ -16,9 +16,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use caucus_shared::envelope::{Envelope, MessageType, Priority};
-use caucus_shared::messages::broadcast::REGIME_CHANGE;
-use caucus_shared::messages::Alert;
+use caucus_shared::envelope::Envelope;
+use caucus_shared::messages::MacroEvent;
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
 use caucus_shared::subjects::{StreamKind, Subjects};
 
@@ -118,11 +117,8 @@ impl CurrentRegime {
 
 /// The regime a broadcast sets, or `None` when it sets none.
 pub fn regime_of(env: &Envelope) -> Option<RegimeRecord> {
-    if env.message_type != MessageType::Alert || env.priority != Priority::SystemCritical {
-        return None;
-    }
-    let alert: Alert = env.content_as().ok()?;
-    if alert.event_type.as_deref() != Some(REGIME_CHANGE) {
+    let (event, alert) = caucus_shared::messages::critical_broadcast(env).ok()?;
+    if event != MacroEvent::RegimeChange {
         return None;
     }
     let regime = alert.new_regime.filter(|r| !r.trim().is_empty())?;

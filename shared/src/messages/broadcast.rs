@@ -219,6 +219,45 @@ fn default_actions(event: MacroEvent) -> Vec<String> {
     v.into_iter().map(str::to_string).collect()
 }
 
+/// Why a message on `caucus.msg.all` is not a system-critical macro
+/// broadcast (receivers log it and carry on).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NotCritical {
+    /// Another message type than `alert`.
+    #[error("{0} on caucus.msg.all is not a macro alert")]
+    NotAlert(MessageType),
+    /// An alert below `system_critical`: informational.
+    #[error("alert of priority {0} is informational (only system_critical broadcasts change the regime)")]
+    Informational(&'static str),
+    /// An alert whose content does not read as one.
+    #[error("alert content unreadable: {0}")]
+    Unreadable(String),
+    /// A critical alert about something else than a macro event.
+    #[error("alert event_type {0:?} is not a macro broadcast")]
+    OtherEvent(Option<String>),
+}
+
+/// A system-critical macro broadcast as received: the one rule the
+/// coordinator (flags workflows), the facilitator (current regime) and the
+/// workers (regime adjustments) apply to `caucus.msg.all`: an `alert` of
+/// priority `system_critical` whose `event_type` is `regime_change` or
+/// `rate_announcement`.
+pub fn critical_broadcast(env: &Envelope) -> Result<(MacroEvent, Alert), NotCritical> {
+    if env.message_type != MessageType::Alert {
+        return Err(NotCritical::NotAlert(env.message_type));
+    }
+    if env.priority != Priority::SystemCritical {
+        return Err(NotCritical::Informational(env.priority.as_str()));
+    }
+    let alert: Alert = env
+        .content_as()
+        .map_err(|e| NotCritical::Unreadable(e.to_string()))?;
+    match alert.event_type.as_deref().map(MacroEvent::parse) {
+        Some(Ok(event)) => Ok((event, alert)),
+        _ => Err(NotCritical::OtherEvent(alert.event_type.clone())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,5 +322,25 @@ mod tests {
         assert!(MacroEvent::parse("gossip")
             .unwrap_err()
             .contains("regime_change"));
+    }
+
+    #[test]
+    fn only_system_critical_macro_alerts_are_critical_broadcasts() {
+        let env = regime(0.9).envelope("macro").expect("broadcast");
+        let (event, alert) = critical_broadcast(&env).expect("critical");
+        assert_eq!(event, MacroEvent::RegimeChange);
+        assert_eq!(alert.new_regime.as_deref(), Some("BEAR_HIGH_RATES"));
+        let mut low = env.clone();
+        low.priority = Priority::High;
+        assert!(matches!(
+            critical_broadcast(&low),
+            Err(NotCritical::Informational(_))
+        ));
+        let mut other = env.clone();
+        other.content["event_type"] = json!("threshold_breach");
+        assert!(matches!(
+            critical_broadcast(&other),
+            Err(NotCritical::OtherEvent(_))
+        ));
     }
 }
