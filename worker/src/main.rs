@@ -85,7 +85,7 @@ async fn run_worker(ctx: ServiceContext) -> Result<(), String> {
     let (builtin, dataset) = if spec == HandlerSpec::Builtin {
         let data = builtin::dataset(cfg.worker.data_path.as_deref()).map_err(|e| e.to_string())?;
         tracing::info!(data_set = %data.origin(), tickers = data.tickers().len(), "built-in analysts loaded");
-        let settings = caucus_worker::analysts::Settings {
+        let settings = caucus_agents::Settings {
             margin_debate_gap: cfg.worker.margin_debate_gap,
         };
         (

@@ -77,7 +77,7 @@ pub struct Handler {
     max_output_bytes: usize,
 }
 
-/// The built-in analysts, plugged in by the crate root.
+/// The built-in agents, plugged in by the crate root ([`crate::builtin`]).
 pub type BuiltinFn =
     std::sync::Arc<dyn Fn(&TaskDispatch) -> Result<HandlerOutput, TaskError> + Send + Sync>;
 

@@ -4,16 +4,16 @@
 //!
 //! * The **challenged** agent acknowledges at once, then gives its evidence:
 //!   its margin computation year by year
-//!   ([`crate::analysts::margin_debate::evidence`]). For a challenge it has
-//!   no evidence for (another metric, an unknown item) it acknowledges with
-//!   a note saying so and sends none; the facilitator's evidence deadline
-//!   then escalates the debate.
+//!   ([`caucus_agents::analysts::margin_debate::evidence`]). For a challenge
+//!   it has no evidence for (another metric, an unknown item) it acknowledges
+//!   with a note saying so and sends none; the facilitator's evidence
+//!   deadline then escalates the debate.
 //! * The **challenger** reads the challenged agent's evidence from
 //!   `caucus.debates.<debate_id>.evidence` (from the stream's start, so it
 //!   cannot miss evidence sent before it looked) for at most
 //!   `worker.debate_evidence_wait`, and gives its verdict by the rule of
-//!   [`crate::analysts::margin_debate::verdict`]. A verdict lost to a
-//!   crash becomes the facilitator's `verdict_timeout` (level 2).
+//!   [`caucus_agents::analysts::margin_debate::verdict`]. A verdict lost to
+//!   a crash becomes the facilitator's `verdict_timeout` (level 2).
 //!
 //! Publishes carry `Nats-Msg-Id` `<debate_id>:<event>:<agent>`, so a
 //! redelivered challenge does not answer twice.
@@ -34,8 +34,8 @@ use caucus_shared::messages::Challenge;
 use caucus_shared::nats::trace;
 use caucus_shared::subjects::{StreamKind, Subjects};
 
-use crate::analysts::margin_debate::{self, METRIC};
-use crate::analysts::Dataset;
+use caucus_agents::analysts::margin_debate::{self, METRIC};
+use caucus_agents::analysts::Dataset;
 
 /// Why an inbox message was not handled.
 #[derive(Debug, thiserror::Error)]

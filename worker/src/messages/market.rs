@@ -21,7 +21,7 @@ use caucus_shared::envelope::{Envelope, MessageType, Priority};
 use caucus_shared::messages::broadcast::{RATE_ANNOUNCEMENT, REGIME_CHANGE};
 use caucus_shared::messages::Alert;
 
-use crate::analysts::regime::Regime;
+use caucus_agents::analysts::regime::Regime;
 
 /// The regime in force.
 #[derive(Debug, Clone, PartialEq)]

@@ -49,7 +49,7 @@ pub struct WorkerDeps {
     pub handler: Handler,
     /// The built-in analysts' data set; with it, the worker also answers
     /// the messages addressed to its agent types (flushes, debates).
-    pub dataset: Option<Arc<crate::analysts::Dataset>>,
+    pub dataset: Option<Arc<caucus_agents::analysts::Dataset>>,
     /// What `health` reports; each agent type's heartbeat marks its own
     /// component (`heartbeat:<agent type>`).
     pub health: caucus_shared::health::Health,

@@ -11,7 +11,7 @@ use caucus_shared::messages::MacroBroadcast;
 use caucus_shared::task::TaskDispatch;
 
 use crate::analysts::AnalystError;
-use crate::handler::{HandlerMessage, HandlerOutput, MessageTarget};
+use crate::output::{AgentMessage, AgentOutput, MessageTarget};
 
 /// The agent type.
 pub const AGENT_TYPE: &str = "macro";
@@ -51,7 +51,7 @@ pub fn parse_event(params: &Value) -> Result<MacroBroadcast, AnalystError> {
 }
 
 /// Runs one macro task.
-pub fn run(task: &TaskDispatch) -> Result<HandlerOutput, AnalystError> {
+pub fn run(task: &TaskDispatch) -> Result<AgentOutput, AnalystError> {
     let event = parse_event(&task.params)?;
     let content = serde_json::to_value(event.content())
         .map_err(|e| AnalystError::bad_input(e.to_string()))?;
@@ -78,7 +78,7 @@ pub fn run(task: &TaskDispatch) -> Result<HandlerOutput, AnalystError> {
             output["broadcast"] = json!(true);
             output["priority"] = json!("system_critical");
             output["message_id"] = json!(envelope.id);
-            messages.push(HandlerMessage {
+            messages.push(AgentMessage {
                 target: MessageTarget::Broadcast,
                 envelope,
             });
@@ -88,7 +88,7 @@ pub fn run(task: &TaskDispatch) -> Result<HandlerOutput, AnalystError> {
             output["reason"] = json!(reason);
         }
     }
-    Ok(HandlerOutput {
+    Ok(AgentOutput {
         output,
         findings: Vec::new(),
         messages,

@@ -1,6 +1,6 @@
 //! Company fundamentals the built-in analysts read.
 //!
-//! The bundled file `worker/data/fundamentals.json` is **synthetic**: it was
+//! The bundled file `agents/data/fundamentals.json` is **synthetic**: it was
 //! produced by a deterministic generator to look plausible for the named
 //! companies (scale, sector, margins) and is *not* real financial data. Its
 //! top-level `_source` note says so and every report repeats it.
@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 pub const BUNDLED_JSON: &str = include_str!("../../data/fundamentals.json");
 
 /// Origin label of the bundled data set.
-pub const BUNDLED_ORIGIN: &str = "bundled:worker/data/fundamentals.json";
+pub const BUNDLED_ORIGIN: &str = "bundled:agents/data/fundamentals.json";
 
 /// Fewest fiscal years a company needs: trends and averages need two points.
 pub const MIN_YEARS: usize = 2;

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use caucus_agents::analysts::{self, known_agent_types, AnalystOutput, Dataset};
 use caucus_shared::task::TaskDispatch;
-use caucus_worker::analysts::{self, known_agent_types, AnalystOutput, Dataset};
 use serde_json::{json, Value};
 
 fn data() -> &'static Dataset {

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use caucus_shared::task::{TaskDispatch, TaskError};
 
-use crate::handler::permanent;
+use crate::permanent;
 
 /// Whether `task` is a level review.
 pub fn is_review_task(task: &TaskDispatch) -> bool {
