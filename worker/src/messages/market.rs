@@ -17,9 +17,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use caucus_shared::envelope::{Envelope, MessageType, Priority};
-use caucus_shared::messages::broadcast::{RATE_ANNOUNCEMENT, REGIME_CHANGE};
-use caucus_shared::messages::Alert;
+use caucus_shared::envelope::Envelope;
+use caucus_shared::messages::{critical_broadcast, MacroEvent, NotCritical};
 
 use caucus_agents::analysts::regime::Regime;
 
@@ -67,22 +66,14 @@ impl MarketState {
 
     /// Applies one decoded broadcast (see the module docs).
     pub fn apply(&mut self, env: &Envelope) -> Result<Outcome, String> {
-        if env.message_type != MessageType::Alert {
-            return Ok(Outcome::Ignored(format!(
-                "{} on caucus.msg.all is not a macro alert",
-                env.message_type
-            )));
-        }
-        if env.priority != Priority::SystemCritical {
-            return Ok(Outcome::Ignored(format!(
-                "alert of priority {} is informational (only system_critical broadcasts change the regime)",
-                env.priority.as_str()
-            )));
-        }
-        let alert: Alert = env.content_as().map_err(|e| e.to_string())?;
+        let (event, alert) = match critical_broadcast(env) {
+            Ok(b) => b,
+            Err(NotCritical::Unreadable(e)) => return Err(e),
+            Err(why) => return Ok(Outcome::Ignored(why.to_string())),
+        };
         let parsed = Regime::parse(&env.content).map_err(|e| e.message)?;
-        match alert.event_type.as_deref() {
-            Some(REGIME_CHANGE) => {
+        match event {
+            MacroEvent::RegimeChange => {
                 let Some(name) = alert.new_regime.clone() else {
                     return Err("regime_change broadcast without new_regime".into());
                 };
@@ -101,7 +92,7 @@ impl MarketState {
                     alert.old_regime.as_deref().unwrap_or("?")
                 )))
             }
-            Some(RATE_ANNOUNCEMENT) => {
+            MacroEvent::RateAnnouncement => {
                 let flat = if parsed.flat_adjustment != 0.0 {
                     parsed.flat_adjustment
                 } else {
@@ -134,9 +125,6 @@ impl MarketState {
                     flat * 100.0
                 )))
             }
-            other => Ok(Outcome::Ignored(format!(
-                "alert event_type {other:?} does not change the regime"
-            ))),
         }
     }
 
@@ -162,7 +150,8 @@ impl MarketState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use caucus_shared::messages::{MacroBroadcast, MacroEvent};
+    use caucus_shared::envelope::Priority;
+    use caucus_shared::messages::MacroBroadcast;
 
     fn broadcast(event: MacroEvent, conf: f64) -> Envelope {
         MacroBroadcast {
