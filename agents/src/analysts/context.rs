@@ -35,6 +35,10 @@ impl Analysis {
     }
 }
 
+/// Default gap (3 points) between the analysts' margins above which
+/// valuation opens a margin debate.
+pub const DEFAULT_MARGIN_DEBATE_GAP: f64 = 0.03;
+
 /// Worker-level defaults the analysts read (stage params override them).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
@@ -45,7 +49,7 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            margin_debate_gap: super::margin_debate::DEFAULT_GAP,
+            margin_debate_gap: DEFAULT_MARGIN_DEBATE_GAP,
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::dataset::{normalize_ticker, Company, DatasetError, FiscalYear};
+use super::company::{normalize_ticker, Company, DatasetError, FiscalYear};
 
 /// Columns that carry numbers for one fiscal year, in [`FiscalYear`] order.
 const YEAR_COLUMNS: [&str; 11] = [

@@ -31,7 +31,7 @@ pub const STRATEGY: &str = "strategy";
 /// Analyses that use the disputed margin.
 pub const DOWNSTREAM: [&str; 2] = ["valuation", "report"];
 /// Default gap (3 points) above which valuation opens the debate.
-pub const DEFAULT_GAP: f64 = 0.03;
+pub use super::context::DEFAULT_MARGIN_DEBATE_GAP as DEFAULT_GAP;
 /// Seconds before the debate escalates (the seed's typical hour).
 pub const ESCALATION_TIMER_S: u64 = 3600;
 

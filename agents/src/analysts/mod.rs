@@ -22,6 +22,7 @@
 //! run-time overrides, not stage outputs.
 
 mod business;
+pub mod company;
 mod context;
 mod csv;
 pub mod dataset;
