@@ -73,7 +73,8 @@ pub struct GateDecision {
     pub escalated: bool,
 }
 
-/// A decision as requested (validated by [`WorkflowRecord::decide_gate`]).
+/// A decision as requested (validated by
+/// [`WorkflowRecord::decide_gate`](super::super::WorkflowRecord::decide_gate)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GateRequest {
     /// What to do.
