@@ -1,0 +1,112 @@
+//! Dispatching: each pump hands the ready tasks within capacity to
+//! JetStream, then persists and acknowledges.
+
+use async_nats::jetstream::context::PublishAckFuture;
+use async_nats::HeaderMap;
+use chrono::Utc;
+use futures::future::join_all;
+
+use caucus_shared::nats::trace;
+use caucus_shared::task::TaskDispatch;
+
+use super::Scheduler;
+use crate::runtime::gates;
+
+impl Scheduler {
+    /// Dispatch within capacity, publish, persist, then ack events.
+    pub(super) async fn pump(&mut self) {
+        if !self.may_act() {
+            self.abandon().await;
+            return;
+        }
+        let now = self.clock.now();
+        let caps = self
+            .capacities
+            .read()
+            .map(|c| c.clone())
+            .unwrap_or_default();
+        let (dispatches, dirty) = self
+            .engine
+            .next_dispatches(now, |a| caps.get(a).copied().unwrap_or(0));
+        self.dirty.extend(dirty);
+        if !dispatches.is_empty() {
+            self.publish(dispatches).await;
+        }
+        if let Some(c) = self.control.as_mut() {
+            c.flush(&mut self.engine, &mut self.dirty, now).await;
+        }
+        if let Some(r) = self.research.as_mut() {
+            r.flush(&mut self.engine, &self.dirty).await;
+        }
+        if !self.auto_due.is_empty() {
+            let due = std::mem::take(&mut self.auto_due);
+            let candidates = gates::auto_candidates_of(&self.engine, &due, Utc::now());
+            self.auto_approve_these(candidates);
+        }
+        self.persist().await;
+    }
+
+    async fn publish(&mut self, dispatches: Vec<TaskDispatch>) {
+        // Checked right before the batch goes out: a leader that was paused
+        // past its lease dispatches nothing (its successor owns the tasks).
+        if !self.may_act() {
+            return;
+        }
+        let mut acks: Vec<(TaskDispatch, Result<PublishAckFuture, String>)> =
+            Vec::with_capacity(dispatches.len());
+        for d in dispatches {
+            let mut headers = HeaderMap::new();
+            headers.insert("Nats-Msg-Id", d.msg_id().as_str());
+            trace::inject(&mut headers);
+            let body = serde_json::to_vec(&d).expect("dispatch serialises");
+            let r = self
+                .js
+                .publish_with_headers(self.subjects.tasks(&d.agent_type), headers, body.into())
+                .await
+                .map_err(|e| e.to_string());
+            acks.push((d, r));
+        }
+        let mut failed = Vec::new();
+        let futs = acks.into_iter().map(|(d, r)| async move {
+            match r {
+                Ok(f) => match f.await {
+                    Ok(_) => Ok(d.task_id),
+                    Err(e) => Err((d, e.to_string())),
+                },
+                Err(e) => Err((d, e)),
+            }
+        });
+        let now = self.clock.now();
+        for r in join_all(futs).await {
+            match r {
+                Ok(task_id) => {
+                    self.heard.insert(task_id, now);
+                }
+                Err((d, e)) => failed.push((d, e)),
+            }
+        }
+        for (d, e) in failed {
+            self.dispatch_failed(&d, &e);
+        }
+    }
+
+    /// A dispatch JetStream did not confirm fails its attempt (transient),
+    /// so the task's retry policy backs it off or fails it with the reason
+    /// instead of republishing it on every pump while NATS is unwell. If
+    /// the message was stored after all, the worker's events of that
+    /// attempt are stale once the next attempt is dispatched.
+    fn dispatch_failed(&mut self, d: &TaskDispatch, error: &str) {
+        tracing::warn!(task_id = %d.task_id, attempt = d.attempt, error, "dispatch not confirmed by JetStream; failing the attempt");
+        self.fail_attempt(
+            &d.workflow_id,
+            &d.task_id,
+            d.attempt,
+            caucus_shared::task::TaskError {
+                class: caucus_shared::task::ErrorClass::Transient,
+                error_type: caucus_shared::task::coordinator_errors::DISPATCH_FAILED.into(),
+                message: format!("the dispatch could not be published: {error}"),
+                data_source: None,
+            },
+        );
+    }
+}

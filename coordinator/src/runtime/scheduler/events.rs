@@ -1,0 +1,116 @@
+//! Applying a batch of task events: each is checked, applied to the
+//! engine in memory, and its message kept to be acknowledged once the
+//! workflow's record is stored (see `persist`).
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+
+use caucus_shared::task::TaskEvent;
+
+use super::Scheduler;
+use crate::workflow::EventOutcome;
+
+impl Scheduler {
+    /// Applies a batch of task events with the messages to ack once
+    /// persisted.
+    pub(super) async fn apply_events(&mut self, batch: Vec<(TaskEvent, jetstream::Message)>) {
+        let now = self.clock.now();
+        for (ev, msg) in batch {
+            if let Some(expected) = self
+                .engine
+                .get(&ev.workflow_id)
+                .and_then(|r| r.agent_type_mismatch(&ev))
+            {
+                let reason = format!(
+                    "task {} belongs to agent type '{expected}', the event says '{}'",
+                    ev.task_id, ev.agent_type
+                );
+                self.dead_letter(msg, "agent_type_mismatch", &reason).await;
+                continue;
+            }
+            if ev.status == caucus_shared::task::TaskStatus::Progress
+                && self
+                    .engine
+                    .get(&ev.workflow_id)
+                    .is_some_and(|r| r.is_running(&ev))
+            {
+                // A heartbeat of a running attempt: nothing to store.
+                self.heard.insert(ev.task_id.clone(), now);
+                self.pending_acks
+                    .entry(ev.workflow_id.clone())
+                    .or_default()
+                    .push(msg);
+                continue;
+            }
+            let outcome = self.engine.apply_event(&ev, now);
+            if matches!(outcome, Some(EventOutcome::Completed { .. }))
+                && msg.payload.len() > self.cfg.inline_output_bytes
+            {
+                self.spill_output(&ev);
+            }
+            match &outcome {
+                Some(EventOutcome::Started) => {
+                    self.heard.insert(ev.task_id.clone(), now);
+                }
+                Some(_) => {
+                    self.heard.remove(&ev.task_id);
+                }
+                None => {}
+            }
+            if matches!(outcome, Some(EventOutcome::Started))
+                && !self.dirty.contains(&ev.workflow_id)
+            {
+                // Under load the completion follows within
+                // milliseconds and one write records both: a
+                // write per `started` was a third of all KV writes.
+                self.lazy
+                    .entry(ev.workflow_id.clone())
+                    .or_default()
+                    .push(msg);
+                continue;
+            }
+            if let Some(outcome) = outcome {
+                self.dirty.insert(ev.workflow_id.clone());
+                // A completion may have opened a gate that approves
+                // itself: check it now, not at the next tick.
+                if matches!(outcome, EventOutcome::Completed { .. })
+                    && self
+                        .engine
+                        .get(&ev.workflow_id)
+                        .is_some_and(|r| r.auto_approve_gates)
+                {
+                    self.auto_due.push(ev.workflow_id.clone());
+                }
+                if let Some(c) = self.control.as_mut() {
+                    c.on_outcome(&ev, &outcome, &self.engine);
+                }
+            } else if !self.revisions.contains_key(&ev.workflow_id)
+                && self.engine.get(&ev.workflow_id).is_none()
+            {
+                tracing::debug!(task_id = %ev.task_id, "event for a workflow this coordinator does not hold");
+            }
+            self.pending_acks
+                .entry(ev.workflow_id.clone())
+                .or_default()
+                .push(msg);
+        }
+    }
+
+    /// Sends an event that must not be applied to the DLQ, then acks it;
+    /// if the DLQ cannot take it, it is nak'ed to come back later.
+    async fn dead_letter(&self, msg: jetstream::Message, code: &str, reason: &str) {
+        let dlq = caucus_shared::nats::dlq::Dlq::new(self.js.clone(), self.subjects.clone());
+        match dlq.dead_letter_message(&msg, code, reason).await {
+            Ok(()) => {
+                let _ = msg.ack().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot dead-letter an event; it comes back later");
+                let _ = msg
+                    .ack_with(jetstream::AckKind::Nak(Some(Duration::from_secs(5))))
+                    .await;
+            }
+        }
+    }
+}

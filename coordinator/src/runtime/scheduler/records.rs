@@ -1,0 +1,99 @@
+//! Which workflow records the scheduler holds in memory: the unfinished
+//! ones loaded at start-up, those a submission hands over, finished ones
+//! read back on demand, and finished ones evicted after a while.
+
+use chrono::Utc;
+
+use super::Scheduler;
+use crate::runtime::store::StoreError;
+use crate::runtime::submissions;
+
+impl Scheduler {
+    /// Loads every unfinished workflow from KV (start-up / takeover).
+    /// Returns how many, and the highest fencing epoch found in any record
+    /// (the floor this tenure's epoch must be above).
+    pub async fn load(&mut self) -> Result<(usize, u64), StoreError> {
+        let (all, max_epoch) = self.store.load_unfinished().await?;
+        let mut n = 0;
+        let mut stage_lists = crate::workflow::StageLists::default();
+        for (mut rec, rev) in all {
+            // Workflows read back from KV share equal stage lists again,
+            // as they did when they were submitted together.
+            rec.stages = stage_lists.intern(&rec.pipeline, rec.stages);
+            self.revisions.insert(rec.workflow_id.clone(), rev);
+            let id = rec.workflow_id.clone();
+            self.engine.insert(rec);
+            self.hear_in_flight(&id);
+            n += 1;
+        }
+        if let Some(c) = self.control.as_mut() {
+            c.load(&self.engine).await.map_err(StoreError::Nats)?;
+        }
+        Ok((n, max_epoch))
+    }
+
+    /// Puts a workflow this scheduler no longer holds (finished and
+    /// evicted) back in memory from KV, so it can be re-run or inspected.
+    pub(super) async fn ensure_loaded(&mut self, id: &str) {
+        if self.engine.get(id).is_some() {
+            return;
+        }
+        if let Ok(Some((rec, rev))) = self.store.get(id).await {
+            self.revisions.insert(id.to_string(), rev);
+            if rec.state.is_terminal() {
+                self.unindexed.insert(id.to_string());
+            }
+            self.engine.insert(rec);
+            self.hear_in_flight(id);
+        }
+    }
+
+    /// A step of a submission. The records were stored by the API (off
+    /// this loop) stamped with the epoch this answered before; taking them
+    /// over is in memory only, so a large submission, handed over in
+    /// steps, never holds up dispatching. A record this scheduler already
+    /// holds (a retry racing the first attempt) is left as it is.
+    pub(super) fn submit(
+        &mut self,
+        op: submissions::SubmitOp,
+    ) -> Result<submissions::SubmitGrant, String> {
+        if !self.may_act() {
+            return Err(
+                "this coordinator's leader lease ran out; retry: another instance takes over"
+                    .into(),
+            );
+        }
+        if let submissions::SubmitOp::Adopt(records) = op {
+            for (rec, rev) in records {
+                if self.engine.get(&rec.workflow_id).is_some() {
+                    continue;
+                }
+                let id = rec.workflow_id.clone();
+                self.revisions.insert(id.clone(), rev);
+                self.engine.insert(rec);
+                self.hear_in_flight(&id);
+            }
+        }
+        Ok(submissions::SubmitGrant {
+            epoch: self.epoch(),
+            store: self.store.clone(),
+        })
+    }
+
+    pub(super) fn evict_finished(&mut self, now: chrono::DateTime<Utc>) {
+        let keep = chrono::Duration::from_std(self.cfg.retain_finished).unwrap_or_default();
+        let old: Vec<String> = self
+            .engine
+            .workflows()
+            .filter(|r| r.state.is_terminal())
+            .filter(|r| r.finished_at.is_some_and(|f| now - f > keep))
+            .filter(|r| !self.dirty.contains(&r.workflow_id))
+            .map(|r| r.workflow_id.clone())
+            .collect();
+        for id in old {
+            self.engine.remove(&id);
+            self.revisions.remove(&id);
+            self.unindexed.remove(&id);
+        }
+    }
+}
