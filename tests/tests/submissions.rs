@@ -289,8 +289,20 @@ async fn a_submission_cut_short_by_a_crash_is_finished_by_the_retry() {
     assert_eq!(created, N - before.len(), "{r}");
     let ids = all_ids(&api, &submission_id, 5_000).await;
     assert_eq!(ids.len(), N);
-    let after = kv_keys(&api.nats, "caucus_workflows").await;
-    assert_eq!(after, ids.iter().cloned().collect::<HashSet<_>>());
+    // A KV key listing runs over the stream while the running workflows'
+    // records are rewritten, and a key rewritten during the listing can be
+    // missed by it: list until one listing shows every id (it must, within
+    // the deadline, or a record is really missing).
+    let expected: HashSet<String> = ids.iter().cloned().collect();
+    let list_deadline = Instant::now() + Duration::from_secs(30);
+    let after = loop {
+        let keys = kv_keys(&api.nats, "caucus_workflows").await;
+        if keys == expected || Instant::now() > list_deadline {
+            break keys;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(after, expected);
     assert!(before.is_subset(&after));
 
     // Every workflow runs, exactly once.
