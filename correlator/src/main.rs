@@ -37,7 +37,7 @@ async fn serve(config: caucus_shared::Config) -> Result<service::Exit, caucus_sh
     let ctx = svc.context().clone();
     let store = correlator::open_store(&ctx.js, &ctx.subjects, &ctx.config)
         .await
-        .map_err(|e| caucus_shared::Error::Nats(e.to_string()))?;
+        .map_err(caucus_shared::Error::nats)?;
     correlator::routes(&mut svc, store);
     svc.run(correlator::run).await
 }

@@ -27,18 +27,19 @@ pub enum Error {
         /// The last error seen.
         last_error: String,
     },
-    /// A NATS / JetStream operation failed.
+    /// A NATS / JetStream operation failed (the client's error is the
+    /// source).
     #[error("nats: {0}")]
-    Nats(String),
+    Nats(#[source] BoxError),
     /// A Redis operation failed.
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
-    /// A Redis pool operation failed.
+    /// A Redis pool operation failed (the pool's error is the source).
     #[error("redis pool: {0}")]
-    Pool(String),
+    Pool(#[source] BoxError),
     /// A message body could not be decoded.
-    #[error("decode: {0}")]
-    Decode(String),
+    #[error("decode: {0} ({code})", code = .0.code())]
+    Decode(#[from] crate::envelope::DecodeError),
     /// A subject token could not be decoded.
     #[error("subject token `{token}`: {reason}")]
     Token {
@@ -65,9 +66,18 @@ pub enum Error {
     InvalidArgument(String),
 }
 
+/// A boxed error kept as a source (a client library's error, or a
+/// message when there is none).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 impl Error {
-    /// Wraps any NATS error.
-    pub fn nats(e: impl std::fmt::Display) -> Self {
-        Error::Nats(e.to_string())
+    /// Wraps a NATS error (or a message), keeping it as the source.
+    pub fn nats(e: impl Into<BoxError>) -> Self {
+        Error::Nats(e.into())
+    }
+
+    /// Wraps a Redis pool error (or a message), keeping it as the source.
+    pub fn pool(e: impl Into<BoxError>) -> Self {
+        Error::Pool(e.into())
     }
 }

@@ -63,7 +63,7 @@ pub async fn ensure_consumers(
             js.create_consumer_on_stream(cfg, &stream)
                 .await
                 .map_err(|e| {
-                    caucus_shared::Error::Nats(format!("consumer {name} on {stream}: {e}"))
+                    caucus_shared::Error::nats(format!("consumer {name} on {stream}: {e}"))
                 })?,
         );
     }

@@ -151,7 +151,7 @@ pub async fn ensure_consumer(
     js.create_consumer_on_stream(cfg, &stream)
         .await
         .map_err(|e| {
-            caucus_shared::Error::Nats(format!("consumer {BROADCAST_CONSUMER} on {stream}: {e}"))
+            caucus_shared::Error::nats(format!("consumer {BROADCAST_CONSUMER} on {stream}: {e}"))
         })
 }
 

@@ -80,12 +80,6 @@ impl DecodeError {
     }
 }
 
-impl From<DecodeError> for crate::Error {
-    fn from(e: DecodeError) -> Self {
-        crate::Error::Decode(format!("{} ({})", e, e.code()))
-    }
-}
-
 fn unknown_type_hint(name: &str) -> String {
     if let Some(t) = MessageType::suggest(name) {
         return format!("did you mean `{t}`?");

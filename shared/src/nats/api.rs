@@ -214,7 +214,7 @@ impl ApiServer {
             .client
             .queue_subscribe(wildcard.clone(), group)
             .await
-            .map_err(|e| Error::Nats(format!("subscribe {wildcard}: {e}")))?;
+            .map_err(|e| Error::nats(format!("subscribe {wildcard}: {e}")))?;
         // Ready means reachable: the server must know the subscription.
         round_trip(&self.client, ROUND_TRIP_TIMEOUT).await;
         tracing::debug!(subject = %wildcard, operations = ?self.operations(), "API serving");

@@ -31,7 +31,7 @@ pub async fn connect(cfg: &NatsConfig, name: &str) -> Result<async_nats::Client,
                 return Ok(client);
             }
             Err(e) if is_permanent(e.kind()) => {
-                return Err(Error::Nats(format!(
+                return Err(Error::nats(format!(
                     "NATS at {shown} refused the connection: {e}"
                 )));
             }

@@ -133,9 +133,9 @@ impl Dlq {
         self.js
             .publish_with_headers(subject.clone(), headers, payload)
             .await
-            .map_err(|e| Error::Nats(format!("dead letter to {subject}: {e}")))?
+            .map_err(|e| Error::nats(format!("dead letter to {subject}: {e}")))?
             .await
-            .map_err(|e| Error::Nats(format!("dead letter to {subject}: {e}")))?;
+            .map_err(|e| Error::nats(format!("dead letter to {subject}: {e}")))?;
         self.count.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(subject = original_subject, code, reason = %reason, "dead-lettered a message");
         Ok(())

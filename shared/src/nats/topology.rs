@@ -59,7 +59,7 @@ pub async fn ensure_streams(js: &Context, subjects: &Subjects, cfg: &Config) -> 
 /// Creates or updates one stream.
 pub async fn ensure_stream(js: &Context, config: stream::Config) -> Result<stream::Info, Error> {
     let name = config.name.clone();
-    let fail = |e: &dyn std::fmt::Display| Error::Nats(format!("stream {name}: {e}"));
+    let fail = |e: &dyn std::fmt::Display| Error::nats(format!("stream {name}: {e}"));
     let mut last = String::new();
     for _ in 0..RACE_ROUNDS {
         match js.update_stream(&config).await {
@@ -130,7 +130,7 @@ pub async fn ensure_kv_with_ttl(
 
 async fn create_or_update_kv(js: &Context, config: kv::Config) -> Result<kv::Store, Error> {
     let name = config.bucket.clone();
-    let fail = |e: &dyn std::fmt::Display| Error::Nats(format!("kv bucket {name}: {e}"));
+    let fail = |e: &dyn std::fmt::Display| Error::nats(format!("kv bucket {name}: {e}"));
     let mut last = String::new();
     for _ in 0..RACE_ROUNDS {
         match js.update_key_value(config.clone()).await {
@@ -184,5 +184,5 @@ pub async fn ensure_task_consumer(
             Err(e) => last = e.to_string(),
         }
     }
-    Err(Error::Nats(format!("consumer {name} on {stream}: {last}")))
+    Err(Error::nats(format!("consumer {name} on {stream}: {last}")))
 }

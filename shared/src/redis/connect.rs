@@ -14,13 +14,13 @@ pub type RedisPool = deadpool_redis::Pool;
 pub async fn connect(cfg: &RedisConfig) -> Result<RedisPool, Error> {
     let pool = deadpool_redis::Config::from_url(cfg.url.clone())
         .builder()
-        .map_err(|e| Error::Pool(e.to_string()))?
+        .map_err(Error::pool)?
         .max_size(cfg.pool_size.max(1))
         .wait_timeout(Some(cfg.connect_timeout))
         .create_timeout(Some(cfg.connect_timeout))
         .runtime(deadpool_redis::Runtime::Tokio1)
         .build()
-        .map_err(|e| Error::Pool(e.to_string()))?;
+        .map_err(Error::pool)?;
     let started = Instant::now();
     let attempts = cfg.connect_attempts.max(1);
     let mut pause = Duration::from_millis(50);

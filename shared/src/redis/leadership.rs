@@ -147,7 +147,7 @@ pub async fn acquire(
         let tried = tokio::time::timeout(lease / 4, lock.try_acquire_epoch(lease, floor))
             .await
             .unwrap_or_else(|_| {
-                Err(crate::Error::Pool(format!(
+                Err(crate::Error::pool(format!(
                     "no answer within {:?}",
                     lease / 4
                 )))
@@ -213,7 +213,7 @@ pub async fn keep(
         // extended by our clock even if Redis did extend it).
         let extended = tokio::time::timeout(period, lock.extend(lease))
             .await
-            .unwrap_or_else(|_| Err(crate::Error::Pool(format!("no answer within {period:?}"))));
+            .unwrap_or_else(|_| Err(crate::Error::pool(format!("no answer within {period:?}"))));
         match extended {
             Ok(true) => {
                 held.renewed(sent_at);

@@ -147,11 +147,7 @@ impl OwnedLock {
 
     /// The current owner's token, if the lock is held.
     pub async fn owner(&self) -> Result<Option<String>, Error> {
-        let mut conn = self
-            .pool
-            .get()
-            .await
-            .map_err(|e| Error::Pool(e.to_string()))?;
+        let mut conn = self.pool.get().await.map_err(Error::pool)?;
         Ok(::redis::cmd("GET")
             .arg(&self.key)
             .query_async(&mut conn)

@@ -54,7 +54,7 @@ pub(crate) async fn run<T: FromRedisValue>(
 ) -> Result<T, Error> {
     let mut retried = false;
     loop {
-        let mut conn = pool.get().await.map_err(|e| Error::Pool(e.to_string()))?;
+        let mut conn = pool.get().await.map_err(Error::pool)?;
         match call.invoke_async(&mut conn).await {
             Ok(v) => return Ok(v),
             Err(e) if !retried && (e.is_io_error() || e.is_unrecoverable_error()) => {

@@ -326,7 +326,7 @@ impl CapacitySemaphore {
     /// counts). On Redis Cluster, `SCAN` covers one node: run it per master.
     pub async fn agent_types(pool: &RedisPool, prefix: &str) -> Result<Vec<String>, Error> {
         let pattern = keys::semaphore_workers_pattern(prefix)?;
-        let mut conn = pool.get().await.map_err(|e| Error::Pool(e.to_string()))?;
+        let mut conn = pool.get().await.map_err(Error::pool)?;
         let mut cursor: u64 = 0;
         let mut types = Vec::new();
         loop {

@@ -192,9 +192,9 @@ impl SyncGate {
             .js
             .publish_with_headers(self.subjects.findings(key), headers, payload)
             .await
-            .map_err(|e| Error::Nats(format!("publish finding of {agent}: {e}")))?
+            .map_err(|e| Error::nats(format!("publish finding of {agent}: {e}")))?
             .await
-            .map_err(|e| Error::Nats(format!("publish finding of {agent}: {e}")))?;
+            .map_err(|e| Error::nats(format!("publish finding of {agent}: {e}")))?;
         Ok(Published {
             sequence: ack.sequence,
             waited,
