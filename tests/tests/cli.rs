@@ -115,16 +115,7 @@ fn gate_and_debates_commands() {
         .start();
     let _w = worker(&stack, "gated", 1, "noop", &[]);
     let dir = tempfile::tempdir().unwrap();
-    let spec = dir.path().join("gated.toml");
-    std::fs::write(
-        &spec,
-        "name = \"gated\"\n[capacities]\ngated = 1\n\
-         [[stages]]\nname = \"work\"\nagent = \"gated\"\n\
-         [[stages]]\nname = \"signoff\"\nkind = \"gate\"\ndepends_on = [\"work\"]\n\
-         [[stages]]\nname = \"after\"\nagent = \"gated\"\ndepends_on = [\"signoff\"]\n",
-    )
-    .unwrap();
-    let spec = spec.display().to_string();
+    let spec = common::gated_spec(dir.path(), 1);
     let (code, out, err) = caucus(&stack, &["submit", "ZED", "--file", &spec]);
     assert_eq!(code, 0, "{out}{err}");
     let listed = caucus_harness::wait_until(

@@ -75,6 +75,16 @@ fn env() -> Vec<(&'static str, &'static str)> {
     vec![("CAUCUS_COORDINATOR_LEADER_LEASE", "3s")]
 }
 
+/// Once Redis is back: the coordinator and the worker report `ok` again
+/// (within three lease periods) and `status` answers.
+async fn wait_recovered(api: &Api) {
+    wait_health(api, "coordinator", "ok", LEASE * 3).await;
+    wait_health(api, "worker", "ok", LEASE * 3).await;
+    common::call(api, "status", json!({"ids": []}))
+        .await
+        .expect("status after Redis is back");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn stopped_redis_degrades_health_and_status_says_unavailable_not_standby() {
     let stack = Stack::start();
@@ -124,11 +134,7 @@ async fn stopped_redis_degrades_health_and_status_says_unavailable_not_standby()
     );
 
     signal(redis_pid, "-CONT");
-    wait_health(&api, "coordinator", "ok", LEASE * 3).await;
-    wait_health(&api, "worker", "ok", LEASE * 3).await;
-    common::call(&api, "status", json!({"ids": []}))
-        .await
-        .expect("status after Redis is back");
+    wait_recovered(&api).await;
     drop(w);
 }
 
@@ -165,11 +171,7 @@ async fn killed_redis_degrades_health_until_it_restarts() {
     }
 
     stack.redis.restart();
-    wait_health(&api, "coordinator", "ok", LEASE * 3).await;
-    wait_health(&api, "worker", "ok", LEASE * 3).await;
-    common::call(&api, "status", json!({"ids": []}))
-        .await
-        .expect("status after Redis is back");
+    wait_recovered(&api).await;
     drop(w);
 }
 

@@ -128,20 +128,43 @@ async fn max_deliveries_fail_the_task() {
 /// goes on to complete from its real worker.
 #[tokio::test(flavor = "multi_thread")]
 async fn event_with_the_wrong_agent_type_is_dead_lettered() {
+    forged_completion_is_dead_lettered("W", "beta", json!({}), "agent_type_mismatch").await;
+}
+
+/// A task event of another `schema_version` is dead-lettered with the
+/// documented code, not applied as if it were version 1.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_event_of_another_schema_version_is_dead_lettered_not_applied() {
+    forged_completion_is_dead_lettered(
+        "V",
+        "alpha",
+        json!({"schema_version": 2}),
+        "unsupported_schema_version",
+    )
+    .await;
+}
+
+/// Publishes a forged `completed` event (as agent type `agent`, with the
+/// `extra` fields) for the running task of a one-stage workflow of `item`,
+/// then checks it is dead-lettered with `code` and never applied.
+async fn forged_completion_is_dead_lettered(item: &str, agent: &str, extra: Value, code: &str) {
     let stack = Stack::start();
     let _c = coordinator(&stack, &[]);
     let api = Api::connect(&stack).await;
     let _w = worker(&stack, "alpha", 1, "sleep:1500", &[]);
-    let ids = api.submit(&["W"], one_stage(), 10).await;
+    let ids = api.submit(&[item], one_stage(), 10).await;
     wait_running(&api, &ids[0]).await;
-    let forged = json!({
+    let mut forged = json!({
         "task_id": format!("{}/x", ids[0]), "workflow_id": ids[0], "stage": "x",
-        "agent_type": "beta", "attempt": 1, "status": "completed",
+        "agent_type": agent, "attempt": 1, "status": "completed",
         "worker_id": "forger", "output": {"forged": true}, "at": chrono::Utc::now(),
     });
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        forged[k] = v.clone();
+    }
     let js = async_nats::jetstream::new(api.nats.clone());
     js.publish(
-        "caucus.events.task.beta.completed",
+        format!("caucus.events.task.{agent}.completed"),
         forged.to_string().into(),
     )
     .await
@@ -150,44 +173,10 @@ async fn event_with_the_wrong_agent_type_is_dead_lettered() {
     .unwrap();
     let dead = eventually("dead letter", Duration::from_secs(20), || async {
         let dl = common::stream_messages(&api.nats, "CAUCUS_DLQ", ">").await;
-        dl.into_iter()
-            .find(|m| m.dlq_code.as_deref() == Some("agent_type_mismatch"))
+        dl.into_iter().find(|m| m.dlq_code.as_deref() == Some(code))
     })
     .await;
     assert_eq!(dead.body["worker_id"], "forger");
     let wfs = api.wait_completed(&ids, Duration::from_secs(30)).await;
     assert_ne!(wfs[0]["tasks"]["x"]["output"], json!({"forged": true}));
-}
-
-/// A task event of another `schema_version` is dead-lettered with the
-/// documented code, not applied as if it were version 1.
-#[tokio::test(flavor = "multi_thread")]
-async fn an_event_of_another_schema_version_is_dead_lettered_not_applied() {
-    let stack = Stack::start();
-    let _c = coordinator(&stack, &[]);
-    let api = Api::connect(&stack).await;
-    let _w = worker(&stack, "alpha", 1, "sleep:1500", &[]);
-    let ids = api.submit(&["V"], one_stage(), 10).await;
-    wait_running(&api, &ids[0]).await;
-    let v2 = json!({
-        "schema_version": 2,
-        "task_id": format!("{}/x", ids[0]), "workflow_id": ids[0], "stage": "x",
-        "agent_type": "alpha", "attempt": 1, "status": "completed",
-        "worker_id": "from-the-future", "output": {"v2": true}, "at": chrono::Utc::now(),
-    });
-    let js = async_nats::jetstream::new(api.nats.clone());
-    js.publish("caucus.events.task.alpha.completed", v2.to_string().into())
-        .await
-        .unwrap()
-        .await
-        .unwrap();
-    let dead = eventually("dead letter", Duration::from_secs(20), || async {
-        let dl = common::stream_messages(&api.nats, "CAUCUS_DLQ", ">").await;
-        dl.into_iter()
-            .find(|m| m.dlq_code.as_deref() == Some("unsupported_schema_version"))
-    })
-    .await;
-    assert_eq!(dead.body["worker_id"], "from-the-future");
-    let wfs = api.wait_completed(&ids, Duration::from_secs(30)).await;
-    assert_ne!(wfs[0]["tasks"]["x"]["output"], json!({"v2": true}));
 }

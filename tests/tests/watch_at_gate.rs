@@ -6,20 +6,6 @@ mod common;
 use caucus_harness::Stack;
 use common::{caucus, coordinator, worker};
 
-/// A one-stage pipeline with a gate before its last stage.
-fn gated_spec(dir: &std::path::Path) -> String {
-    let spec = dir.join("gated.toml");
-    std::fs::write(
-        &spec,
-        "name = \"gated\"\n[capacities]\ngated = 2\n\
-         [[stages]]\nname = \"work\"\nagent = \"gated\"\n\
-         [[stages]]\nname = \"signoff\"\nkind = \"gate\"\ndepends_on = [\"work\"]\n\
-         [[stages]]\nname = \"after\"\nagent = \"gated\"\ndepends_on = [\"signoff\"]\n",
-    )
-    .unwrap();
-    spec.display().to_string()
-}
-
 #[test]
 fn watch_stops_at_a_human_gate_with_the_commands_and_exit_code_4() {
     let stack = Stack::start();
@@ -31,7 +17,7 @@ fn watch_stops_at_a_human_gate_with_the_commands_and_exit_code_4() {
         .start();
     let _w = worker(&stack, "gated", 2, "noop", &[]);
     let dir = tempfile::tempdir().unwrap();
-    let spec = gated_spec(dir.path());
+    let spec = common::gated_spec(dir.path(), 2);
 
     let (code, out, err) = caucus(
         &stack,

@@ -376,3 +376,21 @@ pub fn caucus(stack: &Stack, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Writes `gated.toml` in `dir`: stage `work`, gate `signoff`, stage
+/// `after`, all on agent type `gated` with planning capacity `capacity`.
+/// Returns its path.
+pub fn gated_spec(dir: &std::path::Path, capacity: u32) -> String {
+    let spec = dir.join("gated.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "name = \"gated\"\n[capacities]\ngated = {capacity}\n\
+             [[stages]]\nname = \"work\"\nagent = \"gated\"\n\
+             [[stages]]\nname = \"signoff\"\nkind = \"gate\"\ndepends_on = [\"work\"]\n\
+             [[stages]]\nname = \"after\"\nagent = \"gated\"\ndepends_on = [\"signoff\"]\n"
+        ),
+    )
+    .expect("write gated.toml");
+    spec.display().to_string()
+}
