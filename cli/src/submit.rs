@@ -404,33 +404,24 @@ pub async fn watch_until_done(
         let done = wfs.iter().filter(|w| finished(w)).count();
         if draw {
             let mut out = std::io::stdout().lock();
+            let summary = format!(
+                "{:>6.1}s  {}/{} done  {}",
+                started.elapsed().as_secs_f64(),
+                done,
+                ids.len(),
+                utilisation(&st)
+            );
             if tty {
                 if last_lines > 0 {
                     write!(out, "\x1b[{last_lines}A\x1b[J")?;
                 }
-                let mut lines = 0;
                 for w in &wfs {
                     writeln!(out, "{}", workflow_line(w))?;
-                    lines += 1;
                 }
-                writeln!(
-                    out,
-                    "{:>6.1}s  {}/{} done  {}",
-                    started.elapsed().as_secs_f64(),
-                    done,
-                    ids.len(),
-                    utilisation(&st)
-                )?;
-                last_lines = lines + 1;
+                writeln!(out, "{summary}")?;
+                last_lines = wfs.len() + 1;
             } else if done != last_done {
-                writeln!(
-                    out,
-                    "{:>6.1}s  {}/{} done  {}",
-                    started.elapsed().as_secs_f64(),
-                    done,
-                    ids.len(),
-                    utilisation(&st)
-                )?;
+                writeln!(out, "{summary}")?;
             }
             last_done = done;
             out.flush()?;

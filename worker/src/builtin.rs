@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use caucus_agents::{AgentMessage, AgentOutput, BuiltinAgents, Dataset, Settings};
+use caucus_agents::{AgentOutput, BuiltinAgents, Dataset, Settings};
 
-use crate::handler::{BuiltinFn, HandlerFinding, HandlerMessage, HandlerOutput, MessageTarget};
+use crate::handler::{BuiltinFn, HandlerFinding, HandlerOutput};
 
 /// The built-in agents over `data`, with the default settings.
 pub fn analysts_over(data: Arc<Dataset>) -> BuiltinFn {
@@ -34,19 +34,6 @@ fn handler_output(out: AgentOutput) -> HandlerOutput {
             .into_iter()
             .map(|content| HandlerFinding { content })
             .collect(),
-        messages: out.messages.into_iter().map(handler_message).collect(),
-    }
-}
-
-fn handler_message(m: AgentMessage) -> HandlerMessage {
-    let target = match m.target {
-        caucus_agents::MessageTarget::Debate { debate_id, event } => {
-            MessageTarget::Debate { debate_id, event }
-        }
-        caucus_agents::MessageTarget::Broadcast => MessageTarget::Broadcast,
-    };
-    HandlerMessage {
-        target,
-        envelope: m.envelope,
+        messages: out.messages,
     }
 }

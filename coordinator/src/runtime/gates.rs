@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use caucus_shared::config::CoordinatorConfig;
-use caucus_shared::nats::api::ApiError;
+use caucus_shared::nats::api::{ApiError, OffsetPage};
 
 use super::views::workflow_json;
 use crate::engine::Engine;
@@ -24,10 +24,8 @@ pub enum GateOp {
         workflow_id: Option<String>,
         /// Only this item.
         item: Option<String>,
-        /// Gates in the page.
-        limit: usize,
-        /// Gates skipped before the page (the cursor).
-        offset: usize,
+        /// The page.
+        page: OffsetPage,
     },
     /// One workflow's record with its tasks (for a decision package).
     Get {
@@ -113,8 +111,7 @@ pub fn apply(
         GateOp::List {
             workflow_id,
             item,
-            limit,
-            offset,
+            page,
         } => {
             let gates: Vec<Value> = engine
                 .open_gates()
@@ -129,10 +126,10 @@ pub fn apply(
                 })
                 .collect();
             let count = gates.len();
-            let page: Vec<Value> = gates.into_iter().skip(offset).take(limit).collect();
-            let mut reply = json!({ "count": count, "gates": page });
-            if offset + limit < count {
-                reply["next_cursor"] = json!((offset + limit).to_string());
+            let (gates, next) = page.take(gates);
+            let mut reply = json!({ "count": count, "gates": gates });
+            if let Some(c) = next {
+                reply["next_cursor"] = json!(c);
             }
             Ok(reply)
         }

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use caucus_shared::messages::assumption_value;
-use caucus_shared::nats::api::{api_request, ApiError, CODE_NO_RESPONDERS};
+use caucus_shared::nats::api::{api_request, ApiError, OffsetPage, CODE_NO_RESPONDERS};
 use caucus_shared::subjects::{StreamKind, Subjects};
 
 use super::commands::{ask, Command, SchedulerHandle};
@@ -125,19 +125,13 @@ impl GateApi {
     /// `gates`: open gates, oldest first.
     pub async fn list(&self, handle: SchedulerHandle, body: Value) -> Result<Value, ApiError> {
         let r: ListRequest = parse(body)?;
-        let offset = match &r.cursor {
-            None => 0,
-            Some(c) => c.parse().map_err(|_| {
-                ApiError::bad_request(format!("cursor '{c}' is not one this operation returned"))
-            })?,
-        };
+        let page = OffsetPage::of(r.limit, r.cursor.as_deref(), GATES_PAGE, GATES_PAGE_MAX)?;
         call(
             &handle,
             GateOp::List {
                 workflow_id: r.workflow_id,
                 item: r.item,
-                limit: r.limit.unwrap_or(GATES_PAGE).clamp(1, GATES_PAGE_MAX),
-                offset,
+                page,
             },
         )
         .await

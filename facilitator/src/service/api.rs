@@ -97,18 +97,11 @@ pub fn install(svc: &mut Service, fac: Arc<Facilitator>) {
                     d.opened_at,
                 )
             });
-            let from = req.offset().map_err(ServiceError::BadRequest)?;
-            let size = req.page_size();
             let total = out.len();
-            let list: Vec<DebateSummary> = out
-                .into_iter()
-                .skip(from)
-                .take(size)
-                .map(DebateSummary::of)
-                .collect();
+            let (list, next) = req.page()?.take(out.into_iter().map(DebateSummary::of));
             let mut reply = json!({ "debates": list, "total": total });
-            if from + size < total {
-                reply["next_cursor"] = json!((from + size).to_string());
+            if let Some(c) = next {
+                reply["next_cursor"] = json!(c);
             }
             Ok(reply)
         }

@@ -1,6 +1,8 @@
 //! Bodies of the `facilitator.*` API operations.
 
 use caucus_shared::messages::Position;
+use caucus_shared::nats::api::OffsetPage;
+use caucus_shared::nats::ApiError;
 use serde::{Deserialize, Serialize};
 
 use crate::credibility::{Context, TrackRecord};
@@ -40,22 +42,14 @@ impl ListRequest {
     /// stays far below NATS's 1 MiB `max_payload`).
     pub const MAX_LIMIT: usize = 500;
 
-    /// The page size asked for, within bounds.
-    pub fn page_size(&self) -> usize {
-        self.limit
-            .unwrap_or(Self::DEFAULT_LIMIT)
-            .clamp(1, Self::MAX_LIMIT)
-    }
-
-    /// The first position of the page (`cursor` is an offset in queue
-    /// order); an unreadable cursor is an error, not the first page.
-    pub fn offset(&self) -> Result<usize, String> {
-        match &self.cursor {
-            None => Ok(0),
-            Some(c) => c
-                .parse()
-                .map_err(|_| format!("cursor '{c}' is not one this operation returned")),
-        }
+    /// The page asked for.
+    pub fn page(&self) -> Result<OffsetPage, ApiError> {
+        OffsetPage::of(
+            self.limit,
+            self.cursor.as_deref(),
+            Self::DEFAULT_LIMIT,
+            Self::MAX_LIMIT,
+        )
     }
 }
 

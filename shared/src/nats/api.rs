@@ -390,6 +390,51 @@ pub async fn api_request(
     }
 }
 
+/// One page of a list by position, as `coordinator.gates` and
+/// `facilitator.debates` page: `limit` items from `cursor`, an offset a
+/// previous reply returned as `next_cursor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetPage {
+    /// Items skipped before the page.
+    pub offset: usize,
+    /// Items in the page.
+    pub limit: usize,
+}
+
+impl OffsetPage {
+    /// The page a request asks for: `limit` (default `default`, within
+    /// 1..=`max`) from `cursor`; an unreadable cursor is an error, not the
+    /// first page.
+    pub fn of(
+        limit: Option<usize>,
+        cursor: Option<&str>,
+        default: usize,
+        max: usize,
+    ) -> Result<OffsetPage, ApiError> {
+        let offset = match cursor {
+            None => 0,
+            Some(c) => c.parse().map_err(|_| {
+                ApiError::bad_request(format!("cursor '{c}' is not one this operation returned"))
+            })?,
+        };
+        Ok(OffsetPage {
+            offset,
+            limit: limit.unwrap_or(default).clamp(1, max),
+        })
+    }
+
+    /// The page of `items` and the cursor of the next one, if any.
+    pub fn take<T>(&self, items: impl IntoIterator<Item = T>) -> (Vec<T>, Option<String>) {
+        let mut rest = items.into_iter().skip(self.offset);
+        let page: Vec<T> = rest.by_ref().take(self.limit).collect();
+        let next = rest
+            .next()
+            .is_some()
+            .then(|| (self.offset + self.limit).to_string());
+        (page, next)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -412,5 +457,21 @@ mod tests {
         assert_eq!(e.code, CODE_REPLY_TOO_LARGE);
         assert!(e.message.contains("2000000") && e.message.contains("1048576"));
         assert!(e.message.contains("limit"), "{}", e.message);
+    }
+
+    #[test]
+    fn offset_pages_bound_their_size_and_name_the_next_page() {
+        let p = OffsetPage::of(Some(2), Some("3"), 200, 500).unwrap();
+        assert_eq!(p.take(0..10), (vec![3, 4], Some("5".to_string())));
+        let last = OffsetPage::of(Some(5), Some("5"), 200, 500).unwrap();
+        assert_eq!(last.take(0..10), (vec![5, 6, 7, 8, 9], None));
+        assert_eq!(OffsetPage::of(Some(0), None, 200, 500).unwrap().limit, 1);
+        assert_eq!(
+            OffsetPage::of(Some(9999), None, 200, 500).unwrap().limit,
+            500
+        );
+        assert_eq!(OffsetPage::of(None, None, 200, 500).unwrap().limit, 200);
+        let bad = OffsetPage::of(None, Some("x"), 200, 500).unwrap_err();
+        assert_eq!(bad.code, "bad_request");
     }
 }

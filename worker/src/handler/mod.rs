@@ -21,30 +21,9 @@ pub struct HandlerFinding {
     pub content: Value,
 }
 
-/// Where a [`HandlerMessage`] goes.
-#[derive(Debug, Clone, PartialEq)]
-pub enum MessageTarget {
-    /// `caucus.debates.<debate_id>.<event>`.
-    Debate {
-        /// The debate.
-        debate_id: String,
-        /// `challenge`, `ack`, `evidence`, `verdict`.
-        event: String,
-    },
-    /// `caucus.msg.all`.
-    Broadcast,
-}
-
-/// An envelope a handler wants published besides its findings (a challenge,
-/// a macro broadcast); its id is the `Nats-Msg-Id`, so a re-run task does
-/// not publish it twice.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HandlerMessage {
-    /// Where it goes.
-    pub target: MessageTarget,
-    /// The message.
-    pub envelope: caucus_shared::envelope::Envelope,
-}
+/// Where a [`HandlerMessage`] goes, and the message itself: the agents
+/// crate's types, so the built-in agents' messages pass through unchanged.
+pub use caucus_agents::{AgentMessage as HandlerMessage, MessageTarget};
 
 /// A successful run.
 #[derive(Debug, Clone, PartialEq)]
