@@ -1,22 +1,20 @@
-//! A thin client over the control API.
+//! The CLI's connection to the control API: the typed [`ApiClient`] plus
+//! the error wording the commands print.
 
 use std::time::Duration;
 
 use serde_json::Value;
 
-use caucus_shared::nats::{api_request, connect, ApiError};
+use caucus_shared::api::{ApiClient, Operation};
+use caucus_shared::nats::{connect, ApiError};
 use caucus_shared::subjects::Subjects;
 use caucus_shared::Config;
 
-/// How long a call keeps retrying `standby` answers.
-pub const STANDBY_RETRY: Duration = Duration::from_secs(20);
 
 /// Connection to the control API.
 #[derive(Clone)]
 pub struct Client {
-    nats: async_nats::Client,
-    subjects: Subjects,
-    timeout: Duration,
+    api: ApiClient,
 }
 
 impl Client {
@@ -24,26 +22,39 @@ impl Client {
     pub async fn connect(config: &Config) -> anyhow::Result<Client> {
         let nats = connect(&config.nats, "caucus-cli").await?;
         Ok(Client {
-            nats,
-            subjects: Subjects::new(config.subject_prefix.clone()),
-            timeout: config.nats.request_timeout,
+            api: ApiClient::new(
+                nats,
+                Subjects::new(config.subject_prefix.clone()),
+                config.nats.request_timeout,
+            ),
         })
     }
 
-    /// Calls `<service>.<operation>`.
-    /// A coordinator that stands by (just started, or another instance
-    /// leads and the queue group picked this one) answers `standby`: the
-    /// call is retried for up to [`STANDBY_RETRY`].
+    /// The typed client underneath.
+    pub fn api(&self) -> &ApiClient {
+        &self.api
+    }
+
+    /// Calls the typed operation `O`. A coordinator that stands by (just
+    /// started, or another instance leads and the queue group picked this
+    /// one) answers `standby`: the call is retried for up to
+    /// [`caucus_shared::api::client::STANDBY_RETRY`] (20 s).
+    pub async fn op<O: Operation>(&self, request: &O::Request) -> Result<O::Reply, ApiError> {
+        self.api.call::<O>(request).await
+    }
+
+    /// [`Client::op`], turning an API error into an `anyhow` error that
+    /// names the operation and the code.
+    pub async fn op_ok<O: Operation>(&self, request: &O::Request) -> anyhow::Result<O::Reply> {
+        self.op::<O>(request)
+            .await
+            .map_err(|e| anyhow::anyhow!("{}.{}: {} ({})", O::SERVICE, O::NAME, e.message, e.code))
+    }
+
+    /// Calls `<service>.<operation>` with a JSON body, the reply as it came
+    /// (for `--json` output). Retries `standby` as [`Client::op`] does.
     pub async fn call(&self, service: &str, op: &str, body: Value) -> Result<Value, ApiError> {
-        let deadline = std::time::Instant::now() + STANDBY_RETRY;
-        loop {
-            match api_request(&self.nats, &self.subjects, service, op, &body, self.timeout).await {
-                Err(e) if e.code == "standby" && std::time::Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                r => return r,
-            }
-        }
+        self.api.call_value(service, op, &body).await
     }
 
     /// [`Client::call`] waiting at least `timeout` for the answer (a large
@@ -55,16 +66,10 @@ impl Client {
         body: Value,
         timeout: Duration,
     ) -> Result<Value, ApiError> {
-        let timeout = timeout.max(self.timeout);
-        let deadline = std::time::Instant::now() + STANDBY_RETRY;
-        loop {
-            match api_request(&self.nats, &self.subjects, service, op, &body, timeout).await {
-                Err(e) if e.code == "standby" && std::time::Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                r => return r,
-            }
-        }
+        self.api
+            .waiting(timeout)
+            .call_value(service, op, &body)
+            .await
     }
 
     /// Same, turning an API error into an `anyhow` error with its code.
@@ -90,6 +95,6 @@ impl Client {
 
     /// The raw NATS client.
     pub fn nats(&self) -> &async_nats::Client {
-        &self.nats
+        self.api.nats()
     }
 }

@@ -1,6 +1,8 @@
 //! caucus-shared: everything two caucus processes must agree on.
 //!
 //! - [`envelope`], [`messages`], [`task`]: the wire contract (JSON bodies).
+//! - [`api`]: the control API's operations, request and reply types, and
+//!   the typed client.
 //! - [`pipeline`]: the pipeline spec's shape (TOML, or JSON inline in requests).
 //! - [`subjects`]: subject builders and token encoding.
 //! - [`nats`]: connecting, stream/consumer/KV topology, the DLQ, trace headers.
@@ -8,6 +10,7 @@
 //! - [`config`], [`telemetry`], [`clock`], [`service`]: the process scaffolding
 //!   every binary shares.
 
+pub mod api;
 pub mod clock;
 pub mod config;
 pub mod envelope;

@@ -166,6 +166,17 @@ impl Service {
         self
     }
 
+    /// Adds the typed operation `O` (see [`ApiServer::op`]).
+    pub fn op<O, F, Fut>(&mut self, handler: F) -> &mut Self
+    where
+        O: crate::api::Operation,
+        F: Fn(O::Request) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O::Reply, ApiError>> + Send + 'static,
+    {
+        self.api.op::<O, F, Fut>(handler);
+        self
+    }
+
     /// Serves the API, logs `service ready`, runs `body` and handles
     /// signals until the body and all tracked tasks are done.
     pub async fn run<F, Fut, E>(self, body: F) -> Result<Exit, Error>

@@ -170,6 +170,27 @@ impl ApiServer {
         self
     }
 
+    /// Adds (or replaces) the typed operation `O`: the body is read as
+    /// `O::Request` (an empty body as `{}`; a mismatch is `bad_request`
+    /// naming the field) and the reply written from `O::Reply`.
+    pub fn op<O, F, Fut>(&mut self, handler: F) -> &mut Self
+    where
+        O: crate::api::Operation,
+        F: Fn(O::Request) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<O::Reply, ApiError>> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        self.route(O::NAME, move |body| {
+            let handler = handler.clone();
+            async move {
+                let request = crate::api::client::decode_request::<O>(body)?;
+                let reply = handler(request).await?;
+                serde_json::to_value(reply)
+                    .map_err(|e| ApiError::internal(format!("reply not serialisable: {e}")))
+            }
+        })
+    }
+
     /// Operations served, sorted (including `health`).
     pub fn operations(&self) -> Vec<String> {
         let mut ops: Vec<String> = self
@@ -251,18 +272,19 @@ fn health(
 ) -> Handler {
     let (service, instance_id) = (service.to_string(), instance_id.to_string());
     Arc::new(move |_| {
-        let mut reply = json!({
-            "service": service,
-            "instance_id": instance_id,
-            "version": env!("CARGO_PKG_VERSION"),
-            "uptime_ms": started.elapsed().as_millis() as u64,
-            "status": state.status(),
-        });
-        let problems = state.problems();
-        if !problems.is_empty() {
-            reply["degraded"] = json!(problems);
+        let reply = crate::api::HealthReply {
+            service: service.clone(),
+            instance_id: instance_id.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            uptime_ms: started.elapsed().as_millis() as u64,
+            status: state.status().to_string(),
+            degraded: state.problems(),
+        };
+        async move {
+            serde_json::to_value(reply)
+                .map_err(|e| ApiError::internal(format!("reply not serialisable: {e}")))
         }
-        async move { Ok(reply) }.boxed()
+        .boxed()
     })
 }
 

@@ -1,0 +1,6 @@
+//! `plan`: the dry-run schedule.
+
+use crate::api::OperationDoc;
+
+/// The operations of this file, for [`crate::api::catalog`].
+pub(super) const DOCS: &[OperationDoc] = &[];

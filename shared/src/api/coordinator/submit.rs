@@ -1,0 +1,6 @@
+//! `submit` and `submission`: creating workflows, idempotently.
+
+use crate::api::OperationDoc;
+
+/// The operations of this file, for [`crate::api::catalog`].
+pub(super) const DOCS: &[OperationDoc] = &[];
