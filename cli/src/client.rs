@@ -10,7 +10,6 @@ use caucus_shared::nats::{connect, ApiError};
 use caucus_shared::subjects::Subjects;
 use caucus_shared::Config;
 
-
 /// Connection to the control API.
 #[derive(Clone)]
 pub struct Client {

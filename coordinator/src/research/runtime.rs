@@ -237,3 +237,19 @@ pub async fn audit(body: Value, store: WorkflowStore) -> Result<Value, ApiError>
         "lines": r.audit.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
     }))
 }
+
+/// Registers `audit` (any instance answers: it reads the stored record).
+pub fn audit_route(svc: &mut caucus_shared::service::Service) {
+    let ctx = svc.context().clone();
+    let retain = ctx.config.coordinator.retain_history;
+    svc.route("audit", move |body| {
+        let js = ctx.js.clone();
+        let subjects = ctx.subjects.clone();
+        async move {
+            let store = crate::runtime::store::WorkflowStore::attach(&js, &subjects, retain)
+                .await
+                .map_err(|e| caucus_shared::nats::ApiError::new("unavailable", e.to_string()))?;
+            audit(body, store).await
+        }
+    });
+}

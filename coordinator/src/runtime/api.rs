@@ -268,6 +268,35 @@ pub async fn submit(
     Ok(reply)
 }
 
+/// Registers `status` (the leader answers).
+pub fn status_route(svc: &mut caucus_shared::service::Service, slot: super::SharedScheduler) {
+    let health = svc.context().health.clone();
+    svc.route("status", move |body| {
+        let slot = slot.clone();
+        let health = health.clone();
+        async move { status(body, || super::leader_only(&slot, &health)).await }
+    });
+}
+
+/// Registers `plan` (any instance answers: it only computes).
+pub fn plan_route(svc: &mut caucus_shared::service::Service) {
+    svc.route("plan", |body| async move { plan(body) });
+}
+
+/// Registers `workers` (any instance answers; the leader adds its queues).
+pub fn workers_route(svc: &mut caucus_shared::service::Service, slot: super::SharedScheduler) {
+    let ctx = svc.context().clone();
+    let heartbeat = ctx.config.worker.heartbeat_interval;
+    svc.route("workers", move |_body| {
+        let scheduler = slot.read().ok().and_then(|s| s.clone());
+        let redis = ctx.redis.clone();
+        let js = ctx.js.clone();
+        let subjects = ctx.subjects.clone();
+        let now = ctx.clock.now_ms();
+        async move { workers(scheduler, redis, js, subjects, heartbeat, now).await }
+    });
+}
+
 /// Registers `submit` (the leader answers) and `submission` (any
 /// instance answers: it reads KV).
 pub fn submit_routes(svc: &mut caucus_shared::service::Service, slot: super::SharedScheduler) {

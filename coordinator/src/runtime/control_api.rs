@@ -55,3 +55,17 @@ pub async fn call(
     let scheduler = scheduler()?;
     ask(&scheduler, |reply| Command::Control { op, reply }).await?
 }
+
+/// Registers the pause, resume and batch operations (the leader answers).
+pub fn routes(svc: &mut caucus_shared::service::Service, slot: super::SharedScheduler) {
+    let health = svc.context().health.clone();
+    for op in OPERATIONS {
+        let slot = slot.clone();
+        let health = health.clone();
+        svc.route(op, move |body| {
+            let slot = slot.clone();
+            let health = health.clone();
+            async move { call(op, body, || super::leader_only(&slot, &health)).await }
+        });
+    }
+}

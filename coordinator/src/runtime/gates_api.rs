@@ -690,6 +690,37 @@ pub async fn auto_decide(
     }
 }
 
+/// Registers `gates`, `gate`, `gate_decide`, `gate_review` and `rerun`
+/// (the leader answers).
+pub fn routes(svc: &mut caucus_shared::service::Service, slot: super::SharedScheduler) {
+    let ctx = svc.context().clone();
+    let gate_api = GateApi {
+        client: ctx.nats.clone(),
+        subjects: ctx.subjects.clone(),
+        timeout: ctx.config.nats.request_timeout,
+    };
+    for op in ["gates", "gate", "gate_decide", "gate_review", "rerun"] {
+        let slot = slot.clone();
+        let api = gate_api.clone();
+        let health = ctx.health.clone();
+        svc.route(op, move |body| {
+            let slot = slot.clone();
+            let api = api.clone();
+            let health = health.clone();
+            async move {
+                let handle = super::leader_only(&slot, &health)?;
+                match op {
+                    "gates" => api.list(handle, body).await,
+                    "gate" => api.package(handle, body).await,
+                    "gate_decide" => api.decide(handle, body).await,
+                    "gate_review" => api.review(handle, body).await,
+                    _ => api.rerun(handle, body).await,
+                }
+            }
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -338,7 +338,7 @@ pub fn deps_from(ctx: &caucus_shared::service::ServiceContext) -> CoordinatorDep
 /// the cause when leadership cannot even be contended for (Redis
 /// unreachable), and `standby` only when it can (another instance leads, or
 /// this one is still starting).
-fn leader_only(
+pub(crate) fn leader_only(
     slot: &SharedScheduler,
     health: &caucus_shared::health::Health,
 ) -> Result<SchedulerHandle, caucus_shared::nats::ApiError> {
@@ -358,83 +358,15 @@ fn leader_only(
     ))
 }
 
-/// Registers the coordinator's API routes on `svc`.
+/// Registers the coordinator's API routes on `svc`, one area at a time.
 pub fn routes(svc: &mut caucus_shared::service::Service, slot: SharedScheduler) {
-    let ctx = svc.context().clone();
     // `submit` and `submission` (runtime/submissions.rs).
     api::submit_routes(svc, slot.clone());
-    {
-        let js = ctx.js.clone();
-        let subjects = ctx.subjects.clone();
-        let retain = ctx.config.coordinator.retain_history;
-        svc.route("audit", move |body| {
-            let js = js.clone();
-            let subjects = subjects.clone();
-            async move {
-                let store = WorkflowStore::attach(&js, &subjects, retain)
-                    .await
-                    .map_err(|e| {
-                        caucus_shared::nats::ApiError::new("unavailable", e.to_string())
-                    })?;
-                crate::research::runtime::audit(body, store).await
-            }
-        });
-    }
-    {
-        let slot = slot.clone();
-        let health = ctx.health.clone();
-        svc.route("status", move |body| {
-            let slot = slot.clone();
-            let health = health.clone();
-            async move { api::status(body, || leader_only(&slot, &health)).await }
-        });
-    }
-    svc.route("plan", |body| async move { api::plan(body) });
-    for op in control_api::OPERATIONS {
-        let slot = slot.clone();
-        let health = ctx.health.clone();
-        svc.route(op, move |body| {
-            let slot = slot.clone();
-            let health = health.clone();
-            async move { control_api::call(op, body, || leader_only(&slot, &health)).await }
-        });
-    }
+    api::status_route(svc, slot.clone());
+    api::plan_route(svc);
+    api::workers_route(svc, slot.clone());
+    crate::research::runtime::audit_route(svc);
+    control_api::routes(svc, slot.clone());
     crate::patterns::register(svc);
-    let gate_api = gates_api::GateApi {
-        client: ctx.nats.clone(),
-        subjects: ctx.subjects.clone(),
-        timeout: ctx.config.nats.request_timeout,
-    };
-    for op in ["gates", "gate", "gate_decide", "gate_review", "rerun"] {
-        let slot = slot.clone();
-        let api = gate_api.clone();
-        let health = ctx.health.clone();
-        svc.route(op, move |body| {
-            let slot = slot.clone();
-            let api = api.clone();
-            let health = health.clone();
-            async move {
-                let handle = leader_only(&slot, &health)?;
-                match op {
-                    "gates" => api.list(handle, body).await,
-                    "gate" => api.package(handle, body).await,
-                    "gate_decide" => api.decide(handle, body).await,
-                    "gate_review" => api.review(handle, body).await,
-                    _ => api.rerun(handle, body).await,
-                }
-            }
-        });
-    }
-    {
-        let slot = slot.clone();
-        let heartbeat = ctx.config.worker.heartbeat_interval;
-        svc.route("workers", move |_body| {
-            let scheduler = slot.read().ok().and_then(|s| s.clone());
-            let redis = ctx.redis.clone();
-            let js = ctx.js.clone();
-            let subjects = ctx.subjects.clone();
-            let now = ctx.clock.now_ms();
-            async move { api::workers(scheduler, redis, js, subjects, heartbeat, now).await }
-        });
-    }
+    gates_api::routes(svc, slot);
 }

@@ -4,8 +4,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub use super::decode::{decode_reply, decode_request};
+use super::error::ApiError;
+use super::server::api_request;
 use super::{Operation, CODE_STANDBY};
-use crate::nats::api::{api_request, ApiError, CODE_BAD_REPLY};
 use crate::subjects::Subjects;
 
 /// How long a call keeps retrying `standby` answers by default: long
@@ -116,37 +118,4 @@ impl ApiClient {
             }
         }
     }
-}
-
-/// Reads `reply` as `O::Reply`; a mismatch is `bad_reply` naming the path.
-pub fn decode_reply<O: Operation>(reply: Value) -> Result<O::Reply, ApiError> {
-    serde_path_to_error::deserialize(reply).map_err(|e| {
-        ApiError::new(
-            CODE_BAD_REPLY,
-            format!(
-                "the {}.{} reply does not read: {} at `{}`",
-                O::SERVICE,
-                O::NAME,
-                e.inner(),
-                e.path()
-            ),
-        )
-    })
-}
-
-/// Reads `body` as `O::Request` (an empty body as `{}`); a mismatch is
-/// `bad_request` naming the field.
-pub fn decode_request<O: Operation>(body: Value) -> Result<O::Request, ApiError> {
-    let body = match body {
-        Value::Null => Value::Object(Default::default()),
-        b => b,
-    };
-    serde_path_to_error::deserialize(body).map_err(|e| {
-        let path = e.path().to_string();
-        if path == "." {
-            ApiError::bad_request(e.inner().to_string())
-        } else {
-            ApiError::bad_request(format!("{path}: {}", e.inner()))
-        }
-    })
 }

@@ -24,13 +24,16 @@ use serde::{Deserialize, Serialize};
 pub mod client;
 pub mod coordinator;
 pub mod correlator;
+mod decode;
+mod error;
 pub mod facilitator;
 mod health;
+pub mod server;
 
 pub use client::ApiClient;
 pub use health::{Health, HealthReply};
 
-pub use crate::nats::api::{
+pub use server::{
     ApiError, CODE_BAD_REPLY, CODE_BAD_REQUEST, CODE_INTERNAL, CODE_NOT_FOUND, CODE_NO_RESPONDERS,
     CODE_REPLY_TOO_LARGE, CODE_TIMEOUT, CODE_UNKNOWN_OPERATION,
 };

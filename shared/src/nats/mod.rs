@@ -2,13 +2,13 @@
 //! queue, the request/reply control API and trace headers.
 
 pub mod api;
-mod connect;
+pub(crate) mod connect;
 pub mod consume;
 pub mod dlq;
 pub mod topology;
 pub mod trace;
 
-pub use api::{api_request, ApiError, ApiServer};
+pub use crate::api::server::{api_request, ApiError, ApiServer};
 pub use connect::{connect, redacted_urls, round_trip};
 pub use dlq::{decode_or_dead_letter, Dlq, DlqReason};
 pub use topology::{ensure_kv, ensure_streams, ensure_task_consumer};
