@@ -1,6 +1,5 @@
 //! The coordinator's control API: `submit`, `status`, `plan`, `workers`.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -10,7 +9,7 @@ use caucus_shared::clock::SharedClock;
 use caucus_shared::nats::api::ApiError;
 
 use super::commands::{
-    ask, parse_status_cursor, AskError, Command, SchedulerHandle, StatusFilter, STATUS_MAX_LIMIT,
+    ask, parse_status_cursor, Command, SchedulerHandle, StatusFilter, STATUS_MAX_LIMIT,
 };
 use super::pipelines::{resolve, stages_of};
 use super::submissions::{
@@ -19,7 +18,6 @@ use super::submissions::{
     SUMMARY_IDS,
 };
 pub use super::views::{workflow_json, workflow_json_with};
-use crate::planner;
 use crate::workflow::{instantiate, LevelReviewMode, LevelReviewPolicy};
 
 /// Items per submit request, at most.
@@ -45,21 +43,11 @@ struct SubmitRequest {
     idempotency_key: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PlanRequest {
-    items: Vec<String>,
-    #[serde(default)]
-    pipeline: Value,
-    #[serde(default)]
-    capacities: BTreeMap<String, u32>,
-}
-
-fn parse<T: for<'de> Deserialize<'de>>(v: Value) -> Result<T, ApiError> {
+pub(super) fn parse<T: for<'de> Deserialize<'de>>(v: Value) -> Result<T, ApiError> {
     serde_json::from_value(v).map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
-fn check_items(items: &[String]) -> Result<(), ApiError> {
+pub(super) fn check_items(items: &[String]) -> Result<(), ApiError> {
     if items.is_empty() {
         return Err(ApiError::bad_request("`items` must name at least one item"));
     }
@@ -278,25 +266,6 @@ pub fn status_route(svc: &mut caucus_shared::service::Service, slot: super::Shar
     });
 }
 
-/// Registers `plan` (any instance answers: it only computes).
-pub fn plan_route(svc: &mut caucus_shared::service::Service) {
-    svc.route("plan", |body| async move { plan(body) });
-}
-
-/// Registers `workers` (any instance answers; the leader adds its queues).
-pub fn workers_route(svc: &mut caucus_shared::service::Service, slot: super::SharedScheduler) {
-    let ctx = svc.context().clone();
-    let heartbeat = ctx.config.worker.heartbeat_interval;
-    svc.route("workers", move |_body| {
-        let scheduler = slot.read().ok().and_then(|s| s.clone());
-        let redis = ctx.redis.clone();
-        let js = ctx.js.clone();
-        let subjects = ctx.subjects.clone();
-        let now = ctx.clock.now_ms();
-        async move { workers(scheduler, redis, js, subjects, heartbeat, now).await }
-    });
-}
-
 /// Registers `submit` (the leader answers) and `submission` (any
 /// instance answers: it reads KV).
 pub fn submit_routes(svc: &mut caucus_shared::service::Service, slot: super::SharedScheduler) {
@@ -369,143 +338,4 @@ pub async fn status(
     }
     let scheduler = scheduler()?;
     Ok(ask(&scheduler, |reply| Command::Status { filter, reply }).await?)
-}
-
-/// `coordinator.plan`: a dry run, no state touched.
-pub fn plan(body: Value) -> Result<Value, ApiError> {
-    let req: PlanRequest = parse(body)?;
-    check_items(&req.items)?;
-    let spec = resolve(&req.pipeline)?;
-    let plan = planner::plan(&req.items, &spec, &req.capacities)
-        .map_err(|e| ApiError::new("invalid_pipeline", e.to_string()))?;
-    let mut v = serde_json::to_value(&plan).map_err(|e| ApiError::internal(e.to_string()))?;
-    if let Value::Object(m) = &mut v {
-        m.insert(
-            "gantt".into(),
-            Value::String(planner::gantt::render(&plan, 60)),
-        );
-        m.insert("pipeline".into(), Value::String(spec.name.clone()));
-    }
-    Ok(v)
-}
-
-/// `coordinator.workers`: per agent type the registered workers and slots,
-/// leases in use, queue depth, ready tasks and how long the oldest waited,
-/// plus the live bottleneck.
-pub async fn workers(
-    scheduler: Option<SchedulerHandle>,
-    redis: caucus_shared::redis::RedisPool,
-    js: async_nats::jetstream::Context,
-    subjects: caucus_shared::subjects::Subjects,
-    heartbeat: Duration,
-    now_ms: i64,
-) -> Result<Value, ApiError> {
-    use caucus_shared::nats::topology::task_consumer_name;
-    use caucus_shared::redis::CapacitySemaphore;
-    use caucus_shared::subjects::StreamKind;
-
-    let load = match scheduler {
-        Some(s) => match ask(&s, |reply| Command::Load { reply }).await {
-            Ok(load) => load,
-            Err(AskError::Closed) => return Err(AskError::Closed.into()),
-            // A scheduler stopping mid-request: the workers still list.
-            Err(_) => BTreeMap::new(),
-        },
-        None => BTreeMap::new(),
-    };
-    let prefix = subjects.prefix().to_string();
-    let mut agents: Vec<String> = CapacitySemaphore::agent_types(&redis, &prefix)
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
-    for a in load.keys() {
-        if !agents.contains(a) {
-            agents.push(a.clone());
-        }
-    }
-    agents.sort();
-    let stream = subjects.stream(StreamKind::Tasks);
-    let mut rows = Vec::new();
-    let mut bottleneck: Option<Value> = None;
-    let mut worst_wait = 0i64;
-    for agent in agents {
-        let sem = CapacitySemaphore::new(redis.clone(), &prefix, &agent)
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        let st = sem
-            .status()
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        let l = load.get(&agent).cloned().unwrap_or_default();
-        // Only live types: a type whose last worker is gone and that has
-        // nothing pending is not shown at capacity 0.
-        if !super::capacity::listed(&st, &l) {
-            continue;
-        }
-        let queue_depth = match js
-            .get_consumer_from_stream::<async_nats::jetstream::consumer::pull::Config, _, _>(
-                task_consumer_name(&agent),
-                stream.clone(),
-            )
-            .await
-        {
-            Ok(mut c) => c.info().await.map(|i| i.num_pending).unwrap_or(0),
-            Err(_) => 0,
-        };
-        let workers: Vec<Value> = st
-            .workers
-            .iter()
-            .map(|w| {
-                // Registrations are renewed every heartbeat for a ttl; one
-                // that has not been renewed for two beats is late.
-                let remaining = w.expires_at_ms - now_ms;
-                json!({
-                    "worker_id": w.worker_id,
-                    "slots": w.slots,
-                    "expires_in_ms": remaining,
-                    "heartbeat_missed": false,
-                })
-            })
-            .collect();
-        let workers = mark_missed(workers, heartbeat);
-        if l.ready > 0 && l.oldest_wait_ms > worst_wait {
-            worst_wait = l.oldest_wait_ms;
-            bottleneck = Some(json!({
-                "agent_type": agent,
-                "oldest_wait_ms": l.oldest_wait_ms,
-                "ready": l.ready,
-                "more_slots": l.ready.min(64),
-            }));
-        }
-        rows.push(json!({
-            "agent_type": agent,
-            "capacity": st.capacity,
-            "cap": st.cap,
-            "in_use": st.in_use,
-            "queue_depth": queue_depth,
-            "ready": l.ready,
-            "in_flight": l.in_flight,
-            "oldest_wait_ms": l.oldest_wait_ms,
-            // No lease is granted while > 0: Redis (re)started empty and
-            // running tasks are re-registering theirs (PROTOCOL.md §5).
-            "recovering_ms": st.recovering_ms,
-            "workers": workers,
-        }));
-    }
-    Ok(json!({"agents": rows, "bottleneck": bottleneck}))
-}
-
-/// A worker whose registration has less than `ttl - 2 × heartbeat` left
-/// missed at least one heartbeat. The ttl is not stored, so the largest
-/// remaining time among the agent's workers stands in for a fresh one.
-fn mark_missed(mut workers: Vec<Value>, heartbeat: Duration) -> Vec<Value> {
-    let freshest = workers
-        .iter()
-        .filter_map(|w| w["expires_in_ms"].as_i64())
-        .max()
-        .unwrap_or(0);
-    let late = 2 * heartbeat.as_millis() as i64;
-    for w in &mut workers {
-        let rem = w["expires_in_ms"].as_i64().unwrap_or(0);
-        w["heartbeat_missed"] = json!(freshest - rem > late);
-    }
-    workers
 }

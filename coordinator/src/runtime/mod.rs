@@ -18,6 +18,7 @@ mod gates_package;
 pub mod leader;
 pub mod pause;
 pub mod pipelines;
+pub mod plan_api;
 pub(crate) mod publish;
 pub mod resolutions;
 pub mod scheduler;
@@ -26,6 +27,7 @@ pub mod submissions;
 pub mod term_tasks;
 pub mod undeliverable;
 pub mod views;
+pub mod workers_api;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -363,8 +365,8 @@ pub fn routes(svc: &mut caucus_shared::service::Service, slot: SharedScheduler) 
     // `submit` and `submission` (runtime/submissions.rs).
     api::submit_routes(svc, slot.clone());
     api::status_route(svc, slot.clone());
-    api::plan_route(svc);
-    api::workers_route(svc, slot.clone());
+    plan_api::route(svc);
+    workers_api::route(svc, slot.clone());
     crate::research::runtime::audit_route(svc);
     control_api::routes(svc, slot.clone());
     crate::patterns::register(svc);

@@ -1,0 +1,146 @@
+//! `coordinator.workers`: registered workers, capacity, queue depth and the
+//! live bottleneck.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use caucus_shared::nats::api::ApiError;
+
+use super::commands::{ask, AskError, Command, SchedulerHandle};
+
+/// Registers `workers` (any instance answers; the leader adds its queues).
+pub fn route(svc: &mut caucus_shared::service::Service, slot: super::SharedScheduler) {
+    let ctx = svc.context().clone();
+    let heartbeat = ctx.config.worker.heartbeat_interval;
+    svc.route("workers", move |_body| {
+        let scheduler = slot.read().ok().and_then(|s| s.clone());
+        let redis = ctx.redis.clone();
+        let js = ctx.js.clone();
+        let subjects = ctx.subjects.clone();
+        let now = ctx.clock.now_ms();
+        async move { workers(scheduler, redis, js, subjects, heartbeat, now).await }
+    });
+}
+
+/// `coordinator.workers`: per agent type the registered workers and slots,
+/// leases in use, queue depth, ready tasks and how long the oldest waited,
+/// plus the live bottleneck.
+pub async fn workers(
+    scheduler: Option<SchedulerHandle>,
+    redis: caucus_shared::redis::RedisPool,
+    js: async_nats::jetstream::Context,
+    subjects: caucus_shared::subjects::Subjects,
+    heartbeat: Duration,
+    now_ms: i64,
+) -> Result<Value, ApiError> {
+    use caucus_shared::nats::topology::task_consumer_name;
+    use caucus_shared::redis::CapacitySemaphore;
+    use caucus_shared::subjects::StreamKind;
+
+    let load = match scheduler {
+        Some(s) => match ask(&s, |reply| Command::Load { reply }).await {
+            Ok(load) => load,
+            Err(AskError::Closed) => return Err(AskError::Closed.into()),
+            // A scheduler stopping mid-request: the workers still list.
+            Err(_) => BTreeMap::new(),
+        },
+        None => BTreeMap::new(),
+    };
+    let prefix = subjects.prefix().to_string();
+    let mut agents: Vec<String> = CapacitySemaphore::agent_types(&redis, &prefix)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    for a in load.keys() {
+        if !agents.contains(a) {
+            agents.push(a.clone());
+        }
+    }
+    agents.sort();
+    let stream = subjects.stream(StreamKind::Tasks);
+    let mut rows = Vec::new();
+    let mut bottleneck: Option<Value> = None;
+    let mut worst_wait = 0i64;
+    for agent in agents {
+        let sem = CapacitySemaphore::new(redis.clone(), &prefix, &agent)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let st = sem
+            .status()
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let l = load.get(&agent).cloned().unwrap_or_default();
+        // Only live types: a type whose last worker is gone and that has
+        // nothing pending is not shown at capacity 0.
+        if !super::capacity::listed(&st, &l) {
+            continue;
+        }
+        let queue_depth = match js
+            .get_consumer_from_stream::<async_nats::jetstream::consumer::pull::Config, _, _>(
+                task_consumer_name(&agent),
+                stream.clone(),
+            )
+            .await
+        {
+            Ok(mut c) => c.info().await.map(|i| i.num_pending).unwrap_or(0),
+            Err(_) => 0,
+        };
+        let workers: Vec<Value> = st
+            .workers
+            .iter()
+            .map(|w| {
+                // Registrations are renewed every heartbeat for a ttl; one
+                // that has not been renewed for two beats is late.
+                let remaining = w.expires_at_ms - now_ms;
+                json!({
+                    "worker_id": w.worker_id,
+                    "slots": w.slots,
+                    "expires_in_ms": remaining,
+                    "heartbeat_missed": false,
+                })
+            })
+            .collect();
+        let workers = mark_missed(workers, heartbeat);
+        if l.ready > 0 && l.oldest_wait_ms > worst_wait {
+            worst_wait = l.oldest_wait_ms;
+            bottleneck = Some(json!({
+                "agent_type": agent,
+                "oldest_wait_ms": l.oldest_wait_ms,
+                "ready": l.ready,
+                "more_slots": l.ready.min(64),
+            }));
+        }
+        rows.push(json!({
+            "agent_type": agent,
+            "capacity": st.capacity,
+            "cap": st.cap,
+            "in_use": st.in_use,
+            "queue_depth": queue_depth,
+            "ready": l.ready,
+            "in_flight": l.in_flight,
+            "oldest_wait_ms": l.oldest_wait_ms,
+            // No lease is granted while > 0: Redis (re)started empty and
+            // running tasks are re-registering theirs (PROTOCOL.md §5).
+            "recovering_ms": st.recovering_ms,
+            "workers": workers,
+        }));
+    }
+    Ok(json!({"agents": rows, "bottleneck": bottleneck}))
+}
+
+/// A worker whose registration has less than `ttl - 2 × heartbeat` left
+/// missed at least one heartbeat. The ttl is not stored, so the largest
+/// remaining time among the agent's workers stands in for a fresh one.
+fn mark_missed(mut workers: Vec<Value>, heartbeat: Duration) -> Vec<Value> {
+    let freshest = workers
+        .iter()
+        .filter_map(|w| w["expires_in_ms"].as_i64())
+        .max()
+        .unwrap_or(0);
+    let late = 2 * heartbeat.as_millis() as i64;
+    for w in &mut workers {
+        let rem = w["expires_in_ms"].as_i64().unwrap_or(0);
+        w["heartbeat_missed"] = json!(freshest - rem > late);
+    }
+    workers
+}
