@@ -1,8 +1,13 @@
-//! exec and http handlers against real processes and a real socket.
+//! exec handlers against real processes, http handlers against a wiremock
+//! agent endpoint that checks what the worker sends.
+
+use std::time::{Duration, Instant};
 
 use caucus_shared::task::{ErrorClass, TaskDispatch};
 use caucus_worker::handler::{Handler, HandlerSpec};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use serde_json::json;
+use wiremock::matchers::{body_json, header, header_exists, method, path};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 fn task(timeout_ms: u64) -> TaskDispatch {
     serde_json::from_value(serde_json::json!({
@@ -60,75 +65,62 @@ async fn exec_timeout_is_transient() {
     assert_eq!(e.class, ErrorClass::Transient);
 }
 
-/// A one-shot HTTP server answering `status` with `body`; returns its URL
-/// and a handle yielding the request it received.
-async fn serve_once(
-    status: &'static str,
-    body: &'static str,
-) -> (String, tokio::task::JoinHandle<String>) {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/run", l.local_addr().unwrap());
-    let h = tokio::spawn(async move {
-        let (mut s, _) = l.accept().await.unwrap();
-        let mut req = Vec::new();
-        let mut buf = [0u8; 4096];
-        loop {
-            let n = s.read(&mut buf).await.unwrap();
-            req.extend_from_slice(&buf[..n]);
-            let text = String::from_utf8_lossy(&req).to_string();
-            if let Some(i) = text.find("\r\n\r\n") {
-                let len: usize = text
-                    .lines()
-                    .find_map(|l| {
-                        l.to_ascii_lowercase()
-                            .strip_prefix("content-length:")
-                            .map(|v| v.trim().parse().unwrap())
-                    })
-                    .unwrap_or(0);
-                if req.len() >= i + 4 + len {
-                    break;
-                }
-            }
-            if n == 0 {
-                break;
-            }
-        }
-        let resp = format!(
-            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        s.write_all(resp.as_bytes()).await.unwrap();
-        String::from_utf8_lossy(&req).to_string()
-    });
-    (url, h)
+/// A mock agent endpoint at `/run` answering every POST of the task with
+/// `reply`, and expecting exactly one such request: the task as JSON, with
+/// `content-type: application/json` and a `content-length` (not a chunked
+/// body, which small agent servers often do not read). The server verifies
+/// the expectation when it is dropped at the end of the test.
+async fn agent(reply: ResponseTemplate) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/run"))
+        .and(header("content-type", "application/json"))
+        .and(header_exists("content-length"))
+        .and(|r: &Request| !r.headers.contains_key("transfer-encoding"))
+        .and(body_json(task(0)))
+        .respond_with(reply)
+        .expect(1)
+        .named("POST /run with the task")
+        .mount(&server)
+        .await;
+    server
+}
+
+fn http(server: &MockServer) -> Handler {
+    Handler::new(HandlerSpec::Http(format!("{}/run", server.uri())), None)
 }
 
 #[tokio::test]
 async fn http_posts_task_and_reads_result() {
-    let (url, req) = serve_once("200 OK", r#"{"target_price": 95.0}"#).await;
-    let h = Handler::new(HandlerSpec::Http(url), None);
-    let out = h.run(&task(0)).await.unwrap();
-    assert_eq!(out.output["target_price"], 95.0);
-    let req = req.await.unwrap();
-    assert!(req.starts_with("POST /run"), "{req}");
-    assert!(req.contains("\"item\":\"BRK.B\""), "{req}");
+    let server = agent(ResponseTemplate::new(200).set_body_json(json!({
+        "target_price": 95.0,
+        "findings": [{"finding": "x", "confidence": 0.5}]
+    })))
+    .await;
+    let out = http(&server).run(&task(0)).await.unwrap();
+    assert_eq!(out.output, json!({"target_price": 95.0}));
+    assert_eq!(out.findings.len(), 1);
 }
 
 #[tokio::test]
 async fn http_statuses_are_classified() {
-    let (url, _r) = serve_once("503 Service Unavailable", "down").await;
-    let e = Handler::new(HandlerSpec::Http(url), None)
-        .run(&task(0))
-        .await
-        .unwrap_err();
-    assert_eq!(e.class, ErrorClass::Transient);
-    assert!(e.message.contains("503"), "{}", e.message);
-    let (url, _r) = serve_once("400 Bad Request", "nope").await;
-    let e = Handler::new(HandlerSpec::Http(url), None)
-        .run(&task(0))
-        .await
-        .unwrap_err();
-    assert_eq!(e.class, ErrorClass::Permanent);
+    for (status, class) in [
+        (503, ErrorClass::Transient),
+        (500, ErrorClass::Transient),
+        (429, ErrorClass::Transient),
+        (400, ErrorClass::Permanent),
+        (404, ErrorClass::Permanent),
+    ] {
+        let server = agent(ResponseTemplate::new(status).set_body_string("down")).await;
+        let e = http(&server).run(&task(0)).await.unwrap_err();
+        assert_eq!(e.class, class, "{status}: {e:?}");
+        assert_eq!(e.error_type, "http_status", "{status}: {e:?}");
+        assert!(
+            e.message.contains(&status.to_string()) && e.message.contains("down"),
+            "{}",
+            e.message
+        );
+    }
     // Nothing listening: a transient connection error.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -143,6 +135,57 @@ async fn http_statuses_are_classified() {
     .await
     .unwrap_err();
     assert_eq!(e.error_type, "connection_error");
+    assert_eq!(e.class, ErrorClass::Transient);
+}
+
+/// An error status whose body is the agents' error object keeps its class,
+/// type and data source, as an exec handler's does.
+#[tokio::test]
+async fn http_error_body_is_the_task_error() {
+    let server = agent(ResponseTemplate::new(502).set_body_json(json!({"error": {
+        "class": "transient", "error_type": "quota_exceeded",
+        "message": "Koyfin quota 1000/1000", "data_source": "koyfin"
+    }})))
+    .await;
+    let e = http(&server).run(&task(0)).await.unwrap_err();
+    assert_eq!(e.class, ErrorClass::Transient);
+    assert_eq!(e.error_type, "quota_exceeded");
+    assert_eq!(e.data_source.as_deref(), Some("koyfin"));
+}
+
+/// A 2xx body that is not JSON is a permanent `bad_output`.
+#[tokio::test]
+async fn http_success_without_json_is_bad_output() {
+    let server = agent(ResponseTemplate::new(200).set_body_string("not-json")).await;
+    let e = http(&server).run(&task(0)).await.unwrap_err();
+    assert_eq!(e.class, ErrorClass::Permanent);
+    assert_eq!(e.error_type, "bad_output");
+}
+
+/// An endpoint slower than the task's `timeout_ms` is a transient
+/// `timeout`, and the worker does not wait for the reply.
+#[tokio::test]
+async fn http_timeout_is_transient() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/run"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({}))
+                .set_delay(Duration::from_secs(5)),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    let started = Instant::now();
+    let e = http(&server).run(&task(200)).await.unwrap_err();
+    assert_eq!(e.error_type, "timeout");
+    assert_eq!(e.class, ErrorClass::Transient);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 /// An exec handler printing 600 KiB of JSON fails permanently, naming the
@@ -172,8 +215,12 @@ async fn exec_output_over_the_limit_is_a_permanent_failure() {
 
 #[tokio::test]
 async fn http_output_over_the_limit_is_a_permanent_failure() {
-    let (url, _r) = serve_once("200 OK", r#"{"target_price": 95.0, "notes": "0123456789"}"#).await;
-    let e = Handler::new(HandlerSpec::Http(url), None)
+    let server = agent(
+        ResponseTemplate::new(200)
+            .set_body_json(json!({"target_price": 95.0, "notes": "0123456789"})),
+    )
+    .await;
+    let e = http(&server)
         .with_max_output_bytes(20)
         .run(&task(0))
         .await
