@@ -2,13 +2,11 @@
 //! a task whose event was dead-lettered fails with that reason, and a task
 //! JetStream gave up delivering fails permanently.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::{coordinator, eventually, pipeline, worker, Api};
 use async_nats::HeaderMap;
 use caucus_harness::Stack;
-use common::{coordinator, eventually, pipeline, worker, Api};
 use serde_json::{json, Value};
 
 fn one_stage() -> Value {
@@ -172,7 +170,7 @@ async fn forged_completion_is_dead_lettered(item: &str, agent: &str, extra: Valu
     .await
     .unwrap();
     let dead = eventually("dead letter", Duration::from_secs(20), || async {
-        let dl = common::stream_messages(&api.nats, "CAUCUS_DLQ", ">").await;
+        let dl = crate::common::stream_messages(&api.nats, "CAUCUS_DLQ", ">").await;
         dl.into_iter().find(|m| m.dlq_code.as_deref() == Some(code))
     })
     .await;

@@ -3,14 +3,12 @@
 //! one completion of its attempt, and the capacity held throughout (from
 //! the recorded start and end of every run, across the restart).
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::common::{coordinator, pipeline, task_events, worker, Api};
 use caucus_harness::Stack;
 use chrono::{DateTime, Utc};
-use common::{coordinator, pipeline, task_events, worker, Api};
 use serde_json::{json, Value};
 
 fn ts(v: &Value) -> DateTime<Utc> {
@@ -48,7 +46,7 @@ async fn nats_restart_mid_batch_loses_nothing_and_keeps_the_cap() {
     let api = Api::connect(&stack).await;
     // The services reconnect by themselves; until the coordinator has,
     // nobody answers its API.
-    common::eventually(
+    crate::common::eventually(
         "coordinator answers again",
         Duration::from_secs(30),
         || async {

@@ -3,15 +3,13 @@
 //! nothing it did not store, and every workflow still completes with each
 //! task completed exactly once.
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crate::common::{coordinator, pipeline, task_events, worker, Api};
 use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy};
 use caucus_harness::{Service, Stack};
 use chrono::{DateTime, Utc};
-use common::{coordinator, pipeline, task_events, worker, Api};
 use futures::StreamExt;
 use serde_json::{json, Value};
 

@@ -11,15 +11,12 @@
 //!   update only, and the coordinator re-runs exactly the DCF and the
 //!   sensitivity analysis, serially, with the new margin in their inputs.
 
-mod common;
-mod facilitator_common;
-
 use std::time::Duration;
 
 use caucus_harness::Stack;
 use serde_json::{json, Value};
 
-use common::{
+use crate::common::{
     alerts_of, call, coordinator, eventually, starts, stream_messages, wait_state, worker, Api,
 };
 
@@ -121,7 +118,7 @@ async fn task_of(api: &Api, wf: &str, key: &str) -> Value {
 async fn the_builtin_pipeline_holds_at_its_gate_until_a_person_approves() {
     let stack = Stack::start();
     let _c = coordinator(&stack, &[]);
-    let _f = facilitator_common::facilitator(&stack, &[]);
+    let _f = crate::facilitator_common::facilitator(&stack, &[]);
     let _w = worker(
         &stack,
         "screening,business,financial,strategy,valuation,report",
@@ -226,7 +223,7 @@ async fn reminders_escalation_reject_and_send_back() {
         ("CAUCUS_COORDINATOR_GATE_ESCALATE_AFTER", "500ms"),
     ];
     let mut c = coordinator(&stack, &env);
-    let _f = facilitator_common::facilitator(&stack, &[]);
+    let _f = crate::facilitator_common::facilitator(&stack, &[]);
     let dir = tempfile::tempdir().unwrap();
     let _w = worker(&stack, "analyst", 2, &agent_handler(&dir), &[]);
     let api = Api::connect(&stack).await;
@@ -329,17 +326,18 @@ async fn reminders_escalation_reject_and_send_back() {
 async fn the_seed_override_example_reruns_exactly_the_affected_tasks() {
     let stack = Stack::start();
     let _c = coordinator(&stack, &[]);
-    let _f = facilitator_common::facilitator(&stack, &[]);
+    let _f = crate::facilitator_common::facilitator(&stack, &[]);
     let dir = tempfile::tempdir().unwrap();
     let _w = worker(&stack, "analyst", 4, &agent_handler(&dir), &[]);
     let api = Api::connect(&stack).await;
-    let fac = facilitator_common::Client::connect(&stack).await;
+    let fac = crate::facilitator_common::Client::connect(&stack).await;
     let ids = submit(&api, &["ACME"], seed_pipeline()).await;
     let wf = &ids[0];
 
     // A valuation debate of this workflow ends provisional at 25 %: nobody
     // answers level 1, the expert is unavailable at level 3.
-    let mut ch = facilitator_common::challenge("CH-GATE", "valuation", "strategy", "financial");
+    let mut ch =
+        crate::facilitator_common::challenge("CH-GATE", "valuation", "strategy", "financial");
     ch["content"]["workflow_id"] = json!(wf);
     ch["content"]["item"] = json!("ACME");
     fac.publish_debate("CH-GATE", "challenge", ch).await;
@@ -512,7 +510,8 @@ async fn the_seed_override_example_reruns_exactly_the_affected_tasks() {
 
     // A later debate on the same margin cites this one as a precedent
     // (resolved before its snapshot, overridden by a person).
-    let mut ch = facilitator_common::challenge("CH-NEXT", "supporting", "strategy", "financial");
+    let mut ch =
+        crate::facilitator_common::challenge("CH-NEXT", "supporting", "strategy", "financial");
     ch["content"]["item"] = json!("ACME");
     fac.publish_debate("CH-NEXT", "challenge", ch).await;
     let next = fac
@@ -535,11 +534,11 @@ async fn the_seed_override_example_reruns_exactly_the_affected_tasks() {
 async fn a_binding_debate_resolution_reruns_the_valuation_that_used_another_margin() {
     let stack = Stack::start();
     let _c = coordinator(&stack, &[]);
-    let _f = facilitator_common::facilitator(&stack, &[]);
+    let _f = crate::facilitator_common::facilitator(&stack, &[]);
     let dir = tempfile::tempdir().unwrap();
     let _w = worker(&stack, "analyst", 2, &agent_handler(&dir), &[]);
     let api = Api::connect(&stack).await;
-    let fac = facilitator_common::Client::connect(&stack).await;
+    let fac = crate::facilitator_common::Client::connect(&stack).await;
     let p = json!({
         "name": "debated",
         "capacities": {"analyst": 2},
@@ -559,7 +558,8 @@ async fn a_binding_debate_resolution_reruns_the_valuation_that_used_another_marg
     wait_gate(&api, wf, "review").await;
 
     // The debate ends binding at level 3: the expert sides with the challenger (30 %).
-    let mut ch = facilitator_common::challenge("CH-RES", "valuation", "strategy", "financial");
+    let mut ch =
+        crate::facilitator_common::challenge("CH-RES", "valuation", "strategy", "financial");
     ch["content"]["workflow_id"] = json!(wf);
     fac.publish_debate("CH-RES", "challenge", ch).await;
     fac.wait_debate("CH-RES", "level 3", Duration::from_secs(20), |d| {

@@ -3,12 +3,10 @@
 //! its registration lapses, and a dead extra type never reaches the demo's
 //! plan of the built-in pipeline.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::{caucus, coordinator, eventually, pipeline, worker, Api};
 use caucus_harness::{bin_path, Stack};
-use common::{caucus, coordinator, eventually, pipeline, worker, Api};
 use serde_json::{json, Value};
 
 /// The built-in pipeline's agent types (plus the level reviewer).

@@ -1,7 +1,5 @@
 //! Helpers shared by the cross-process tests.
 
-#![allow(dead_code)]
-
 use std::collections::HashMap;
 use std::future::Future;
 use std::time::{Duration, Instant};

@@ -1,14 +1,12 @@
 //! The deep-research pipeline across real processes: coordinator, research
 //! workers (built-in, `sleep:`), NATS and Redis.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::{caucus, coordinator, eventually, stream_messages, worker, Api};
 use async_nats::jetstream;
 use caucus_harness::{Service, Stack};
 use chrono::{DateTime, Utc};
-use common::{caucus, coordinator, eventually, stream_messages, worker, Api};
 use serde_json::{json, Value};
 
 const ALL: &str =
@@ -689,7 +687,7 @@ async fn an_agent_asking_for_a_person_pauses_until_resumed() {
         &[("discover", json!({"intervention_streams": [2]}))],
     );
     let id = api.submit(&["gene drives"], p, 100).await.remove(0);
-    let w = common::wait_state(&api, &id, "paused").await;
+    let w = crate::common::wait_state(&api, &id, "paused").await;
     assert_eq!(w["pause"]["trigger_source"], "research_agent", "{w}");
     assert_eq!(w["pause"]["escalated"], true);
     let card = eventually("the escalation card", Duration::from_secs(20), || async {
@@ -705,7 +703,7 @@ async fn an_agent_asking_for_a_person_pauses_until_resumed() {
         .unwrap()
         .contains("stream-2 asks for a person"));
     // Checkpointed like every pause; the person resumes.
-    common::call(&api, "resume", json!({"workflow_id": id}))
+    crate::common::call(&api, "resume", json!({"workflow_id": id}))
         .await
         .expect("resume");
     let w = finished(&api, &id).await;

@@ -2,13 +2,11 @@
 //! `eval "$(scripts/stack env)"` the README's `caucus …` and
 //! `caucus-worker …` commands run the stack's own binaries, as written.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::common::coordinator;
 use caucus_harness::{bin_path, Stack};
-use common::coordinator;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

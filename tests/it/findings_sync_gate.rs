@@ -6,13 +6,11 @@
 //! Real servers, real coordinator and worker processes; the test itself
 //! holds the lock as the facilitator's snapshot would.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use caucus_harness::Stack;
 use caucus_shared::redis::sync_lock_key;
-use common::*;
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(30);

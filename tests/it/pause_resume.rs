@@ -1,16 +1,14 @@
 //! Pause/resume, failure tiers and batches across real processes.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use async_nats::jetstream;
-use caucus_harness::Stack;
-use common::{
+use crate::common::{
     alerts_of, call, coordinator, eventually, pipeline, publish_envelope, quota_handler, starts,
     stream_messages, wait_state, worker, Api,
 };
+use async_nats::jetstream;
+use caucus_harness::Stack;
 use serde_json::{json, Value};
 
 /// Pause mid-run: the in-flight task finishes and is recorded, nothing new

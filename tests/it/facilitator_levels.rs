@@ -1,11 +1,9 @@
 //! Each level of the debate ladder on real servers with shrunk time-outs.
 
-mod facilitator_common;
-
 use std::time::Duration;
 
+use crate::facilitator_common::*;
 use caucus_harness::Stack;
-use facilitator_common::*;
 use serde_json::{json, Value};
 
 const S: &str = "strategy_analyst";

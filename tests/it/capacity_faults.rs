@@ -3,15 +3,13 @@
 //! that stops answering, a lease deleted under a running task, and pattern
 //! calls sharing the pipeline tasks' capacity.
 
-mod common;
-
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::common::{coordinator, eventually, pipeline, task_events, worker, Api};
 use caucus_harness::{Redis, Service, Stack};
 use chrono::{DateTime, Utc};
-use common::{coordinator, eventually, pipeline, task_events, worker, Api};
 use serde_json::{json, Value};
 
 fn ts(v: &Value) -> DateTime<Utc> {

@@ -2,8 +2,6 @@
 //! shrunk time-outs, its API, simulated agents that answer flush requests,
 //! and challenge envelopes in the seed's format.
 
-#![allow(dead_code)]
-
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -207,7 +205,6 @@ pub enum Flush {
 /// A simulated agent on `caucus.msg.<name>`: answers flush requests and
 /// records everything it receives.
 pub struct Agent {
-    pub name: String,
     pub received: Arc<Mutex<Vec<Value>>>,
     /// Stream sequences of findings it published while flushing.
     pub flushed_seqs: Arc<Mutex<Vec<u64>>>,
@@ -285,7 +282,6 @@ impl Agent {
             }
         });
         Agent {
-            name: name.to_string(),
             received,
             flushed_seqs,
             task,

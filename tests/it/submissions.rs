@@ -5,15 +5,13 @@
 //! 20,000-item submit answers within NATS's max_payload and every id can
 //! be paged.
 
-mod common;
-
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use crate::common::{caucus, coordinator, pipeline, worker, Api};
 use async_nats::jetstream;
 use caucus_harness::Stack;
 use caucus_shared::subjects::Subjects;
-use common::{caucus, coordinator, pipeline, worker, Api};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
@@ -334,7 +332,7 @@ async fn a_submission_cut_short_by_a_crash_is_finished_by_the_retry() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
-    let starts = common::starts(&api).await;
+    let starts = crate::common::starts(&api).await;
     assert_eq!(starts.len(), N);
     assert!(starts.values().all(|n| *n == 1), "a task started twice");
 }

@@ -4,12 +4,10 @@
 //! says `unavailable` (Redis) rather than `standby` while nobody can lead;
 //! and everything is `ok` again once Redis is back.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
+use crate::common::{coordinator, eventually, worker, Api};
 use caucus_harness::Stack;
-use common::{coordinator, eventually, worker, Api};
 use serde_json::{json, Value};
 
 const LEASE: Duration = Duration::from_secs(3);
@@ -80,7 +78,7 @@ fn env() -> Vec<(&'static str, &'static str)> {
 async fn wait_recovered(api: &Api) {
     wait_health(api, "coordinator", "ok", LEASE * 3).await;
     wait_health(api, "worker", "ok", LEASE * 3).await;
-    common::call(api, "status", json!({"ids": []}))
+    crate::common::call(api, "status", json!({"ids": []}))
         .await
         .expect("status after Redis is back");
 }
@@ -161,7 +159,7 @@ async fn killed_redis_degrades_health_until_it_restarts() {
         &api.subjects,
         "coordinator",
         "submit",
-        &json!({"items": ["x"], "pipeline": common::pipeline("p", json!([{"name": "x", "agent": "alpha", "expected_duration": 1.0}]))}),
+        &json!({"items": ["x"], "pipeline": crate::common::pipeline("p", json!([{"name": "x", "agent": "alpha", "expected_duration": 1.0}]))}),
         Duration::from_secs(5),
     )
     .await;

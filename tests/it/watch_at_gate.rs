@@ -1,10 +1,8 @@
 //! `caucus submit --watch` at a human gate (issue 16, item 4) and
 //! `caucus status <unknown id>`, against a real coordinator and worker.
 
-mod common;
-
+use crate::common::{caucus, coordinator, worker};
 use caucus_harness::Stack;
-use common::{caucus, coordinator, worker};
 
 #[test]
 fn watch_stops_at_a_human_gate_with_the_commands_and_exit_code_4() {
@@ -17,7 +15,7 @@ fn watch_stops_at_a_human_gate_with_the_commands_and_exit_code_4() {
         .start();
     let _w = worker(&stack, "gated", 2, "noop", &[]);
     let dir = tempfile::tempdir().unwrap();
-    let spec = common::gated_spec(dir.path(), 2);
+    let spec = crate::common::gated_spec(dir.path(), 2);
 
     let (code, out, err) = caucus(
         &stack,

@@ -3,13 +3,11 @@
 //! handed to downstream tasks and shown by `status` as before, and survive a
 //! coordinator restart. Finished records leave the `workflows_active` index.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::{coordinator, pipeline, worker, Api};
 use async_nats::jetstream;
 use caucus_harness::Stack;
-use common::{coordinator, pipeline, worker, Api};
 use serde_json::json;
 
 /// An exec handler that answers with a ~20 KB output (and echoes the size

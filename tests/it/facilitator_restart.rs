@@ -1,12 +1,10 @@
 //! A facilitator killed mid-debate: the restarted process resumes every
 //! debate at the level it had reached, from the deadlines stored in KV.
 
-mod facilitator_common;
-
 use std::time::Duration;
 
+use crate::facilitator_common::*;
 use caucus_harness::Stack;
-use facilitator_common::*;
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(30);

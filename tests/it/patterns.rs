@@ -3,14 +3,12 @@
 //! early exit, a crashing agent, a missing agent, records, traces and the
 //! `caucus run` CLI.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::{caucus, coordinator, worker};
 use caucus_harness::{Service, Stack};
 use caucus_shared::nats::{api_request, ApiError};
 use caucus_shared::subjects::Subjects;
-use common::{caucus, coordinator, worker};
 use serde_json::{json, Value};
 
 /// One script plays every agent type: it echoes what it was given, agrees

@@ -5,12 +5,10 @@
 //! evidence, the challenger gives its verdict by the documented rule, and
 //! every resolution record holds the seed's documentation requirements.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use caucus_harness::Stack;
-use common::*;
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(60);

@@ -1,14 +1,12 @@
 //! The execution guarantees of the coordinator and workers, on real
 //! servers and real processes.
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::common::{coordinator, pipeline, task_events, worker, Api};
 use caucus_harness::Stack;
 use chrono::{DateTime, Utc};
-use common::{coordinator, pipeline, task_events, worker, Api};
 use serde_json::{json, Value};
 
 fn ts(v: &Value) -> DateTime<Utc> {

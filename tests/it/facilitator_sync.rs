@@ -3,12 +3,10 @@
 //! the worker and lands after it, and a participant that does not answer is
 //! named.
 
-mod facilitator_common;
-
 use std::time::Duration;
 
+use crate::facilitator_common::*;
 use caucus_harness::Stack;
-use facilitator_common::*;
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(20);

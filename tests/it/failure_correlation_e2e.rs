@@ -6,16 +6,14 @@
 //! other workflows keep running; "Resume all" finishes the five without
 //! re-running a completed task.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use caucus_harness::Stack;
-use common::{
+use crate::common::{
     call, coordinator, eventually, pipeline, quota_handler, starts, stream_messages, wait_state,
     worker, Api,
 };
+use caucus_harness::Stack;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]

@@ -4,13 +4,11 @@
 //! CLI's `status`, `status --tasks <id>` and `result <id>` answer after a
 //! run whose outputs together are far over the limit.
 
-mod common;
-
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use crate::common::{caucus, coordinator, pipeline, worker, Api};
 use caucus_harness::Stack;
-use common::{caucus, coordinator, pipeline, worker, Api};
 use serde_json::{json, Value};
 
 /// Workflows in the run.

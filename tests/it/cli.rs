@@ -1,9 +1,7 @@
 //! The `caucus` CLI against a real coordinator and workers.
 
-mod common;
-
+use crate::common::{caucus, coordinator, worker};
 use caucus_harness::Stack;
-use common::{caucus, coordinator, worker};
 
 #[test]
 fn plan_shows_the_seed_makespans() {
@@ -115,7 +113,7 @@ fn gate_and_debates_commands() {
         .start();
     let _w = worker(&stack, "gated", 1, "noop", &[]);
     let dir = tempfile::tempdir().unwrap();
-    let spec = common::gated_spec(dir.path(), 1);
+    let spec = crate::common::gated_spec(dir.path(), 1);
     let (code, out, err) = caucus(&stack, &["submit", "ZED", "--file", &spec]);
     assert_eq!(code, 0, "{out}{err}");
     let listed = caucus_harness::wait_until(

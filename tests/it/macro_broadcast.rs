@@ -4,12 +4,10 @@
 //! without stopping them, and the facilitator's current regime follows the
 //! broadcasts and survives a restart.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::*;
 use caucus_harness::Stack;
-use common::*;
 use serde_json::{json, Value};
 
 const WAIT: Duration = Duration::from_secs(60);

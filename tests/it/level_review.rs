@@ -3,16 +3,14 @@
 //! echo their inputs, the worker's built-in reviewer or an `exec:` reviewer
 //! answering with the seed's field names.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use caucus_harness::{Service, Stack};
-use chrono::{DateTime, Utc};
-use common::{
+use crate::common::{
     call, coordinator, eventually, pipeline, starts, task_events, wait_state, worker, Api,
 };
+use caucus_harness::{Service, Stack};
+use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 /// A development agent: sleeps `params.sleep_ms`, reports

@@ -1,0 +1,35 @@
+//! The cross-process integration tests: one test binary whose modules were each
+//! their own binary, so the workspace is linked once instead of once per file.
+//! `cargo test -p caucus-tests --test it gates::` runs one module.
+
+mod common;
+mod facilitator_common;
+
+mod agent_debates;
+mod binaries;
+mod bounded_records;
+mod bounded_replies;
+mod capacity_faults;
+mod cli;
+mod correlator_service;
+mod dead_worker_capacity;
+mod deep_research;
+mod execution;
+mod facilitator_levels;
+mod facilitator_restart;
+mod facilitator_sync;
+mod failure_correlation_e2e;
+mod fenced_leader;
+mod findings_sync_gate;
+mod gates;
+mod health;
+mod level_review;
+mod macro_broadcast;
+mod nats_restart;
+mod patterns;
+mod pause_resume;
+mod readme_walkthrough;
+mod reconcile;
+mod stack_env;
+mod submissions;
+mod watch_at_gate;
