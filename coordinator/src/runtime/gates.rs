@@ -6,11 +6,14 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use caucus_shared::api::coordinator::gates::{GateDecideReply, GatesReply, OpenGate, RerunReply};
 use caucus_shared::config::CoordinatorConfig;
 use caucus_shared::nats::api::{ApiError, OffsetPage};
 
+use super::gates_package;
 use super::views::workflow_json;
 use crate::engine::Engine;
 use crate::workflow::{GateError, GateRequest, GateTimers, RerunRequest, WorkflowRecord};
@@ -82,25 +85,48 @@ fn unknown(id: &str) -> ApiError {
     ApiError::not_found(format!("unknown workflow {id}"))
 }
 
-/// One open gate as listed by `coordinator.gates`.
-pub fn open_gate_json(rec: &WorkflowRecord, key: &str, now: DateTime<Utc>) -> Value {
-    let t = &rec.tasks[key];
-    let g = t.gate.as_ref();
-    json!({
-        "workflow_id": rec.workflow_id,
-        "item": rec.item,
-        "pipeline": rec.pipeline,
-        "gate": key,
-        "opened_at": g.map(|g| g.opened_at),
-        "waiting_ms": g.map(|g| (now - g.opened_at).num_milliseconds().max(0)),
-        "reminders_sent": g.map(|g| g.reminders_sent).unwrap_or(0),
-        "escalated": g.is_some_and(|g| g.escalated_at.is_some()),
-        "sent_back": g.map(|g| g.history.len()).unwrap_or(0),
-        "pending_upstream": rec.pending_upstream(key),
-    })
+/// A reply as the JSON the scheduler's `Gate` command carries (the
+/// scheduler adds `persisted` to decisions and re-runs).
+fn body<T: Serialize>(reply: &T) -> Result<Value, ApiError> {
+    serde_json::to_value(reply).map_err(|e| ApiError::internal(format!("gate reply: {e}")))
 }
 
-/// Carries out `op` on the engine; marks changed workflows dirty.
+/// What [`GateOp::Settle`] changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SettleReply {
+    /// The workflow.
+    pub workflow_id: String,
+    /// The re-run it started, if any task used another value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun_id: Option<String>,
+    /// Tasks renewed (they run again).
+    pub renewed: Vec<String>,
+    /// Tasks that became ready now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newly_ready: Option<Vec<String>>,
+}
+
+/// One open gate as listed by `coordinator.gates`.
+pub fn open_gate(rec: &WorkflowRecord, key: &str, now: DateTime<Utc>) -> OpenGate {
+    let g = rec.tasks[key].gate.as_ref();
+    OpenGate {
+        workflow_id: rec.workflow_id.clone(),
+        item: rec.item.clone(),
+        pipeline: rec.pipeline.clone(),
+        gate: key.to_string(),
+        opened_at: g.map(|g| g.opened_at),
+        waiting_ms: g.map(|g| (now - g.opened_at).num_milliseconds().max(0)),
+        reminders_sent: g.map(|g| g.reminders_sent).unwrap_or(0),
+        escalated: g.is_some_and(|g| g.escalated_at.is_some()),
+        sent_back: g.map(|g| g.history.len()).unwrap_or(0),
+        pending_upstream: rec.pending_upstream(key),
+    }
+}
+
+/// Carries out `op` on the engine; marks changed workflows dirty. The
+/// reply is the operation's typed reply as JSON ([`GatesReply`],
+/// the [`WorkflowRecord`] itself, [`GateDecideReply`], [`SettleReply`],
+/// [`RerunReply`]).
 pub fn apply(
     op: GateOp,
     engine: &mut Engine,
@@ -113,7 +139,7 @@ pub fn apply(
             item,
             page,
         } => {
-            let gates: Vec<Value> = engine
+            let gates: Vec<OpenGate> = engine
                 .open_gates()
                 .into_iter()
                 .filter(|(w, _)| workflow_id.as_ref().is_none_or(|x| x == w))
@@ -122,22 +148,22 @@ pub fn apply(
                     if item.as_ref().is_some_and(|i| i != &rec.item) {
                         return None;
                     }
-                    Some(open_gate_json(rec, &k, now))
+                    Some(open_gate(rec, &k, now))
                 })
                 .collect();
             let count = gates.len();
-            let (gates, next) = page.take(gates);
-            let mut reply = json!({ "count": count, "gates": gates });
-            if let Some(c) = next {
-                reply["next_cursor"] = json!(c);
-            }
-            Ok(reply)
+            let (gates, next_cursor) = page.take(gates);
+            body(&GatesReply {
+                count,
+                gates,
+                next_cursor,
+            })
         }
         GateOp::Get { workflow_id } => {
             let rec = engine
                 .get(&workflow_id)
                 .ok_or_else(|| unknown(&workflow_id))?;
-            Ok(json!({ "record": rec, "status": workflow_json(rec, false) }))
+            body(rec)
         }
         GateOp::Decide {
             workflow_id,
@@ -151,17 +177,21 @@ pub fn apply(
                 .map_err(gate_error)?;
             dirty.insert(workflow_id.clone());
             let rec = engine.get(&workflow_id).expect("just decided");
-            Ok(json!({
-                "workflow_id": workflow_id,
-                "gate": out.gate,
-                "action": action.as_str(),
-                "decision": rec.tasks[&out.gate].gate.as_ref().and_then(|g| {
-                    g.decision.clone().or_else(|| g.history.last().cloned())
-                }),
-                "newly_ready": out.newly_ready,
-                "renewed": out.renewed,
-                "workflow": workflow_json(rec, false),
-            }))
+            let decision = rec.tasks[&out.gate]
+                .gate
+                .as_ref()
+                .and_then(|g| g.decision.as_ref().or_else(|| g.history.last()))
+                .map(gates_package::decision_view);
+            body(&GateDecideReply {
+                workflow_id,
+                gate: out.gate,
+                action: gates_package::action_view(action),
+                decision,
+                newly_ready: out.newly_ready,
+                renewed: out.renewed,
+                workflow: workflow_json(rec, false),
+                persisted: None,
+            })
         }
         GateOp::Settle {
             workflow_id,
@@ -174,18 +204,23 @@ pub fn apply(
                     rec.settle_assumption(&metric, value, reason, "facilitator".into(), now)
                 })
                 .ok_or_else(|| unknown(&workflow_id))?;
-            match out {
-                Some(o) => {
-                    dirty.insert(workflow_id.clone());
-                    Ok(json!({
-                        "workflow_id": workflow_id,
-                        "rerun_id": o.rerun_id,
-                        "renewed": o.renewed,
-                        "newly_ready": o.newly_ready,
-                    }))
-                }
-                None => Ok(json!({ "workflow_id": workflow_id, "renewed": [] })),
+            if out.is_some() {
+                dirty.insert(workflow_id.clone());
             }
+            body(&match out {
+                Some(o) => SettleReply {
+                    workflow_id,
+                    rerun_id: Some(o.rerun_id),
+                    renewed: o.renewed,
+                    newly_ready: Some(o.newly_ready),
+                },
+                None => SettleReply {
+                    workflow_id,
+                    rerun_id: None,
+                    renewed: Vec::new(),
+                    newly_ready: None,
+                },
+            })
         }
         GateOp::Rerun { workflow_id, req } => {
             let out = engine
@@ -194,14 +229,15 @@ pub fn apply(
                 .map_err(gate_error)?;
             dirty.insert(workflow_id.clone());
             let rec = engine.get(&workflow_id).expect("just changed");
-            Ok(json!({
-                "workflow_id": workflow_id,
-                "rerun_id": out.rerun_id,
-                "renewed": out.renewed,
-                "not_yet_run": out.not_yet_run,
-                "newly_ready": out.newly_ready,
-                "workflow": workflow_json(rec, false),
-            }))
+            body(&RerunReply {
+                workflow_id,
+                rerun_id: out.rerun_id,
+                renewed: out.renewed,
+                not_yet_run: out.not_yet_run,
+                newly_ready: out.newly_ready,
+                workflow: workflow_json(rec, false),
+                persisted: None,
+            })
         }
     }
 }
@@ -241,27 +277,62 @@ pub fn timers_for(cfg: &CoordinatorConfig, rec: &WorkflowRecord, key: &str) -> G
     t
 }
 
+/// Why a gate stage's params are refused (the pipeline is invalid).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GateParamsError {
+    /// `reminders` is not a list.
+    #[error("gate `{stage}`: params.reminders must be a list of durations")]
+    RemindersNotList {
+        /// The gate stage.
+        stage: String,
+    },
+    /// An entry of `reminders` is not a duration.
+    #[error("gate `{stage}`: params.reminders entry {entry} is not a duration like \"1h\"")]
+    NotADuration {
+        /// The gate stage.
+        stage: String,
+        /// The entry, as written.
+        entry: Value,
+    },
+    /// `reminders` goes down somewhere.
+    #[error("gate `{stage}`: params.reminders must be in ascending order")]
+    RemindersOrder {
+        /// The gate stage.
+        stage: String,
+    },
+    /// `escalate_after` is neither a duration nor `never`.
+    #[error("gate `{stage}`: params.escalate_after {value} must be a duration like \"24h\" or \"never\"")]
+    EscalateAfter {
+        /// The gate stage.
+        stage: String,
+        /// The value, as written.
+        value: Value,
+    },
+}
+
 /// Checks a gate stage's params when a pipeline is submitted, so a typo in
 /// a duration is an error then rather than a silently ignored setting.
-pub fn check_params(stage: &str, params: &Value) -> Result<(), String> {
+pub fn check_params(stage: &str, params: &Value) -> Result<(), GateParamsError> {
+    let stage_name = || stage.to_string();
     if let Some(v) = params.get("reminders") {
-        let list = v.as_array().ok_or_else(|| {
-            format!("gate `{stage}`: params.reminders must be a list of durations")
-        })?;
+        let list = v
+            .as_array()
+            .ok_or_else(|| GateParamsError::RemindersNotList {
+                stage: stage_name(),
+            })?;
         let mut last = Duration::ZERO;
         for x in list {
             let d = x
                 .as_str()
                 .and_then(|s| humantime::parse_duration(s).ok())
-                .ok_or_else(|| {
-                    format!(
-                        "gate `{stage}`: params.reminders entry {x} is not a duration like \"1h\""
-                    )
+                .ok_or_else(|| GateParamsError::NotADuration {
+                    stage: stage_name(),
+                    entry: x.clone(),
                 })?;
             if d < last {
-                return Err(format!(
-                    "gate `{stage}`: params.reminders must be in ascending order"
-                ));
+                return Err(GateParamsError::RemindersOrder {
+                    stage: stage_name(),
+                });
             }
             last = d;
         }
@@ -271,9 +342,10 @@ pub fn check_params(stage: &str, params: &Value) -> Result<(), String> {
             .as_str()
             .is_some_and(|s| s == "never" || humantime::parse_duration(s).is_ok());
         if !ok {
-            return Err(format!(
-                "gate `{stage}`: params.escalate_after {v} must be a duration like \"24h\" or \"never\""
-            ));
+            return Err(GateParamsError::EscalateAfter {
+                stage: stage_name(),
+                value: v.clone(),
+            });
         }
     }
     Ok(())

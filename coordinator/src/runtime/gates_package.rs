@@ -1,10 +1,74 @@
 //! Pure parts of the gate operations ([`super::gates_api`]): which
-//! findings the decision package lists, and what a gate override's re-run
-//! records of the impact report's estimates.
+//! findings the decision package lists, what a gate override's re-run
+//! records of the impact report's estimates, and the API's view of the
+//! workflow's gate decisions and re-runs.
 
 use serde_json::Value;
 
-use crate::workflow::RerunEstimate;
+use caucus_shared::api::coordinator::gates as api;
+use caucus_shared::api::coordinator::gates::PackageFinding;
+
+use crate::workflow::{GateAction, GateDecision, RerunEstimate, RerunRecord};
+
+/// A gate action as the API spells it.
+pub fn action_view(a: GateAction) -> api::GateAction {
+    match a {
+        GateAction::Approve => api::GateAction::Approve,
+        GateAction::Reject => api::GateAction::Reject,
+        GateAction::SendBack => api::GateAction::SendBack,
+    }
+}
+
+/// A gate action the API asked for.
+pub fn action_of(a: api::GateAction) -> GateAction {
+    match a {
+        api::GateAction::Approve => GateAction::Approve,
+        api::GateAction::Reject => GateAction::Reject,
+        api::GateAction::SendBack => GateAction::SendBack,
+    }
+}
+
+/// A recorded decision as the API shows it.
+pub fn decision_view(d: &GateDecision) -> api::GateDecision {
+    api::GateDecision {
+        action: action_view(d.action),
+        decided_by: d.decided_by.clone(),
+        rationale: d.rationale.clone(),
+        at: d.at,
+        response_ms: d.response_ms,
+        send_back_to: d.send_back_to.clone(),
+        reminders_sent: d.reminders_sent,
+        escalated: d.escalated,
+    }
+}
+
+/// A re-run record as the API shows it.
+pub fn rerun_view(r: &RerunRecord) -> api::RerunRecord {
+    api::RerunRecord {
+        rerun_id: r.rerun_id.clone(),
+        reason: r.reason.clone(),
+        requested_by: r.requested_by.clone(),
+        requested_at: r.requested_at,
+        groups: r.groups.clone(),
+        next_group: r.next_group,
+        not_yet_run: r.not_yet_run.clone(),
+        assumptions: r.assumptions.clone(),
+        completed_at: r.completed_at,
+        estimates: r.estimates.iter().map(estimate_view).collect(),
+    }
+}
+
+fn estimate_view(e: &RerunEstimate) -> api::RerunEstimate {
+    api::RerunEstimate {
+        task: e.task.clone(),
+        output_metric: e.output_metric.clone(),
+        before: e.before,
+        estimate: e.estimate,
+        estimate_method: e.estimate_method.clone(),
+        actual: e.actual,
+        error: e.error,
+    }
+}
 
 /// The id of a finding across its task's runs: the worker's `Nats-Msg-Id`
 /// `<task_id>@<attempt>:finding:<index>` without the attempt. A re-run (or
@@ -22,9 +86,9 @@ pub fn finding_id(msg_id: &str) -> Option<String> {
 /// Appends finding `f` (read oldest first) to `out`, replacing an earlier
 /// one with the same `finding_id`: the package lists each finding once, as
 /// its newest run stated it.
-pub fn push_finding(out: &mut Vec<Value>, f: Value) {
-    if let Some(id) = f.get("finding_id").filter(|id| id.is_string()) {
-        out.retain(|o| o.get("finding_id") != Some(id));
+pub fn push_finding(out: &mut Vec<PackageFinding>, f: PackageFinding) {
+    if let Some(id) = &f.finding_id {
+        out.retain(|o| o.finding_id.as_ref() != Some(id));
     }
     out.push(f);
 }
@@ -83,25 +147,32 @@ mod tests {
     #[test]
     fn a_rerun_finding_is_listed_once_as_its_newest_run_stated_it() {
         let mut out = Vec::new();
-        let f = |id: Option<&str>, v: f64| {
-            let mut f = json!({"from_agent": "valuation", "finding": "target price", "value": v});
-            if let Some(id) = id.and_then(finding_id) {
-                f["finding_id"] = json!(id);
-            }
-            f
+        let f = |id: Option<&str>, v: f64| PackageFinding {
+            from_agent: "valuation".into(),
+            finding: "target price".into(),
+            confidence: 0.9,
+            evidence: Vec::new(),
+            impact: None,
+            metric: None,
+            value: Some(json!(v)),
+            timestamp: chrono::Utc::now(),
+            finding_id: id.and_then(finding_id),
         };
         push_finding(&mut out, f(Some("w/valuation@1:finding:0"), 45.41));
         push_finding(&mut out, f(Some("w/financial@1:finding:0"), 0.05));
         push_finding(&mut out, f(None, 1.0));
         push_finding(&mut out, f(None, 1.0));
         push_finding(&mut out, f(Some("w/valuation@2:finding:0"), 292.84));
-        let values: Vec<f64> = out.iter().map(|f| f["value"].as_f64().unwrap()).collect();
+        let values: Vec<f64> = out
+            .iter()
+            .map(|f| f.value.as_ref().and_then(Value::as_f64).unwrap())
+            .collect();
         assert_eq!(
             values,
             [0.05, 1.0, 1.0, 292.84],
             "the re-run's finding replaces the first run's; findings without an id are kept"
         );
-        assert_eq!(out[3]["finding_id"], "w/valuation:finding:0");
+        assert_eq!(out[3].finding_id.as_deref(), Some("w/valuation:finding:0"));
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub fn stages_of(spec: &PipelineSpec) -> Result<Vec<StageDef>, ApiError> {
             let agent = match s.kind {
                 StageKind::Gate => {
                     super::gates::check_params(&s.name, &Value::Object(s.params.clone()))
-                        .map_err(|e| ApiError::new("invalid_pipeline", e))?;
+                        .map_err(|e| ApiError::new("invalid_pipeline", e.to_string()))?;
                     GATE_AGENT.to_string()
                 }
                 StageKind::Task => s.agent.clone().ok_or_else(|| {

@@ -26,8 +26,8 @@ use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
 use caucus_shared::subjects::{StreamKind, Subjects};
 
 use super::commands::SchedulerHandle;
-use super::gates::GateOp;
-use super::gates_api::call;
+use super::gates::{GateOp, SettleReply};
+use super::gates_api::call_as;
 
 /// Durable name of the consumer.
 pub const RESOLUTIONS_CONSUMER: &str = "coordinator-resolutions";
@@ -74,11 +74,22 @@ pub fn decode(bytes: &[u8], max: usize) -> Result<Option<Settled>, DecodeError> 
     }))
 }
 
+/// The durable consumer could not be made (retried until it can).
+#[derive(Debug, thiserror::Error)]
+#[error("consumer {RESOLUTIONS_CONSUMER} on {stream}: {source}")]
+pub struct ConsumerError {
+    /// The debates stream.
+    stream: String,
+    /// What JetStream answered.
+    #[source]
+    source: jetstream::stream::ConsumerError,
+}
+
 async fn ensure_consumer(
     js: &jetstream::Context,
     subjects: &Subjects,
     ack_wait: Duration,
-) -> Result<jetstream::consumer::PullConsumer, String> {
+) -> Result<jetstream::consumer::PullConsumer, ConsumerError> {
     let stream = subjects.stream(StreamKind::Debates);
     let cfg = pull::Config {
         durable_name: Some(RESOLUTIONS_CONSUMER.into()),
@@ -92,7 +103,7 @@ async fn ensure_consumer(
     };
     js.create_consumer_on_stream(cfg, &stream)
         .await
-        .map_err(|e| format!("consumer {RESOLUTIONS_CONSUMER} on {stream}: {e}"))
+        .map_err(|source| ConsumerError { stream, source })
 }
 
 /// What became of one event.
@@ -136,9 +147,9 @@ async fn apply(
         value: s.value,
         reason: s.reason.clone(),
     };
-    match call(scheduler, op).await {
+    match call_as::<SettleReply>(scheduler, op).await {
         Ok(v) => {
-            let renewed = v["renewed"].as_array().map(|a| a.len()).unwrap_or(0);
+            let renewed = v.renewed.len();
             if renewed > 0 {
                 tracing::info!(workflow_id = wf, debate_id = %s.debate_id, metric = %s.metric, value = s.value, renewed, "debate resolution re-runs tasks");
             }

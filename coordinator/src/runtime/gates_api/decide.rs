@@ -1,0 +1,111 @@
+//! `gates`, `gate_decide` and `rerun`: listing gates, deciding at one, and
+//! running tasks again.
+
+use caucus_shared::api::coordinator::gates::{
+    GateAction, GateDecideReply, GateDecideRequest, GatesReply, GatesRequest, RerunReply,
+    RerunRequest,
+};
+use caucus_shared::nats::api::{ApiError, OffsetPage};
+
+use super::super::commands::SchedulerHandle;
+use super::super::gates::GateOp;
+use super::super::gates_package::action_of;
+use super::{call_as, GateApi};
+use crate::workflow;
+
+/// Open gates per `coordinator.gates` page unless `limit` says otherwise.
+const GATES_PAGE: usize = 200;
+/// The largest page: an open gate is well under 1 KiB, so a page stays far
+/// below NATS's 1 MiB `max_payload`.
+const GATES_PAGE_MAX: usize = 1000;
+
+impl GateApi {
+    /// `gates`: open gates, oldest first.
+    pub async fn list(
+        &self,
+        handle: SchedulerHandle,
+        r: GatesRequest,
+    ) -> Result<GatesReply, ApiError> {
+        let page = OffsetPage::of(r.limit, r.cursor.as_deref(), GATES_PAGE, GATES_PAGE_MAX)?;
+        let op = GateOp::List {
+            workflow_id: r.workflow_id,
+            item: r.item,
+            page,
+        };
+        call_as(&handle, op).await
+    }
+
+    /// `gate_decide`: approve (refused while provisional decisions await
+    /// review), reject or send back.
+    pub async fn decide(
+        &self,
+        handle: SchedulerHandle,
+        r: GateDecideRequest,
+    ) -> Result<GateDecideReply, ApiError> {
+        if r.reviewer.trim().is_empty() {
+            return Err(ApiError::bad_request("`reviewer` must name who decides"));
+        }
+        if r.action == GateAction::Approve {
+            match self.provisional(&r.workflow_id).await? {
+                None => {
+                    return Err(ApiError::new(
+                        "facilitator_unavailable",
+                        "cannot check this workflow's provisional decisions: no facilitator is running; start one and retry",
+                    ))
+                }
+                Some(p) if p["count"].as_u64().unwrap_or(0) > 0 => {
+                    let ids: Vec<&str> = p["decisions"]
+                        .as_array()
+                        .map(|a| a.iter().filter_map(|d| d["debate_id"].as_str()).collect())
+                        .unwrap_or_default();
+                    return Err(ApiError::new(
+                        "provisional_unreviewed",
+                        format!(
+                            "{}: {} — confirm, override or re-debate each (coordinator.gate_review) before approving",
+                            p["message"].as_str().unwrap_or("provisional decisions require review"),
+                            ids.join(", ")
+                        ),
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        let op = GateOp::Decide {
+            workflow_id: r.workflow_id,
+            gate: r.gate,
+            req: workflow::GateRequest {
+                action: action_of(r.action),
+                decided_by: r.reviewer,
+                rationale: r.rationale,
+                send_back_to: r.send_back_to,
+            },
+        };
+        call_as(&handle, op).await
+    }
+
+    /// `rerun`: run tasks of a workflow again (each group after the last).
+    pub async fn rerun(
+        &self,
+        handle: SchedulerHandle,
+        r: RerunRequest,
+    ) -> Result<RerunReply, ApiError> {
+        if r.reason.trim().is_empty() {
+            return Err(ApiError::bad_request("`reason` is required"));
+        }
+        let mut groups = r.groups;
+        if !r.tasks.is_empty() {
+            groups.insert(0, r.tasks);
+        }
+        let op = GateOp::Rerun {
+            workflow_id: r.workflow_id,
+            req: workflow::RerunRequest {
+                reason: r.reason,
+                requested_by: r.requested_by.unwrap_or_else(|| "api".into()),
+                groups,
+                assumptions: r.assumptions,
+                estimates: Vec::new(),
+            },
+        };
+        call_as(&handle, op).await
+    }
+}

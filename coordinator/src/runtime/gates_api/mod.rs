@@ -1,0 +1,145 @@
+//! The gate operations of the coordinator's API (`gates`, `gate`,
+//! `gate_decide`, `gate_review`, `rerun`; types in
+//! `caucus_shared::api::coordinator::gates`). What needs the facilitator
+//! (open debates, provisional decisions, a level-5 review and its impact
+//! report) is asked here, outside the scheduler loop, so a slow
+//! facilitator never stalls dispatch.
+
+use std::future::Future;
+use std::time::Duration;
+
+use async_nats::Client;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+
+use caucus_shared::api::coordinator::gates::{Gate, GateDecide, GateReview, Gates, Rerun};
+use caucus_shared::api::Operation;
+use caucus_shared::health::Health;
+use caucus_shared::nats::api::{api_request, ApiError, CODE_NO_RESPONDERS};
+use caucus_shared::service::Service;
+use caucus_shared::subjects::Subjects;
+
+use super::commands::{ask, Command, SchedulerHandle};
+use super::gates::GateOp;
+use crate::workflow::WorkflowRecord;
+
+mod auto;
+mod decide;
+mod package;
+mod review;
+
+pub use auto::auto_decide;
+pub use package::MAX_PACKAGE_FINDINGS;
+pub use review::{analyses_of, rerun_groups};
+
+/// What the gate operations need besides the scheduler.
+#[derive(Clone)]
+pub struct GateApi {
+    /// NATS connection (facilitator requests, findings).
+    pub client: Client,
+    /// Subjects.
+    pub subjects: Subjects,
+    /// Timeout of each facilitator request.
+    pub timeout: Duration,
+}
+
+/// Sends `op` to the scheduler and waits for its answer (the reply's JSON).
+pub async fn call(handle: &SchedulerHandle, op: GateOp) -> Result<Value, ApiError> {
+    ask(handle, |reply| Command::Gate { op, reply }).await?
+}
+
+/// Sends `op` to the scheduler and reads its answer as `T`.
+pub async fn call_as<T: DeserializeOwned>(
+    handle: &SchedulerHandle,
+    op: GateOp,
+) -> Result<T, ApiError> {
+    let v = call(handle, op).await?;
+    serde_json::from_value(v).map_err(|e| ApiError::internal(format!("gate reply: {e}")))
+}
+
+impl GateApi {
+    async fn facilitator(&self, op: &str, body: &Value) -> Result<Value, ApiError> {
+        api_request(
+            &self.client,
+            &self.subjects,
+            "facilitator",
+            op,
+            body,
+            self.timeout,
+        )
+        .await
+    }
+
+    /// The workflow's record, as the scheduler holds it.
+    async fn record(
+        &self,
+        handle: &SchedulerHandle,
+        workflow_id: &str,
+    ) -> Result<WorkflowRecord, ApiError> {
+        let op = GateOp::Get {
+            workflow_id: workflow_id.to_string(),
+        };
+        call_as(handle, op).await
+    }
+
+    /// Provisional decisions of a workflow still awaiting review, from the
+    /// facilitator. `Ok(None)` when no facilitator runs.
+    async fn provisional(&self, workflow_id: &str) -> Result<Option<Value>, ApiError> {
+        match self
+            .facilitator("provisional", &json!({ "workflow_id": workflow_id }))
+            .await
+        {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.code == CODE_NO_RESPONDERS => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Registers `O` answered by the leader: `handler` gets the gate API, the
+/// scheduler and the decoded request.
+fn leader_op<O, F, Fut>(
+    svc: &mut Service,
+    slot: &super::SharedScheduler,
+    health: &Health,
+    api: &GateApi,
+    handler: F,
+) where
+    O: Operation,
+    F: Fn(GateApi, SchedulerHandle, O::Request) -> Fut + Copy + Send + Sync + 'static,
+    Fut: Future<Output = Result<O::Reply, ApiError>> + Send + 'static,
+{
+    let (slot, health, api) = (slot.clone(), health.clone(), api.clone());
+    svc.op::<O, _, _>(move |req| {
+        let handle = super::leader_only(&slot, &health);
+        let api = api.clone();
+        async move { handler(api, handle?, req).await }
+    });
+}
+
+/// Registers `gates`, `gate`, `gate_decide`, `gate_review` and `rerun`
+/// (the leader answers).
+pub fn routes(svc: &mut Service, slot: super::SharedScheduler) {
+    let ctx = svc.context().clone();
+    let api = GateApi {
+        client: ctx.nats.clone(),
+        subjects: ctx.subjects.clone(),
+        timeout: ctx.config.nats.request_timeout,
+    };
+    let health = &ctx.health;
+    leader_op::<Gates, _, _>(svc, &slot, health, &api, |api, h, r| async move {
+        api.list(h, r).await
+    });
+    leader_op::<Gate, _, _>(svc, &slot, health, &api, |api, h, r| async move {
+        api.package(h, r).await
+    });
+    leader_op::<GateDecide, _, _>(svc, &slot, health, &api, |api, h, r| async move {
+        api.decide(h, r).await
+    });
+    leader_op::<GateReview, _, _>(svc, &slot, health, &api, |api, h, r| async move {
+        api.review(h, r).await
+    });
+    leader_op::<Rerun, _, _>(svc, &slot, health, &api, |api, h, r| async move {
+        api.rerun(h, r).await
+    });
+}
