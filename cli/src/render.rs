@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use caucus_shared::api::coordinator::status::{Progress, StatusReply, WorkflowView};
+
 /// A number for people: two decimals (`0.999997851310515` → `1.00`); a
 /// small non-zero one keeps two significant digits (`0.0042`, `0.001`); whole JSON
 /// integers stay whole.
@@ -131,15 +133,9 @@ pub fn table(headers: &[(&str, Align)], rows: &[Vec<String>]) -> String {
 /// The ids of a `coordinator.status` request for named workflows that its
 /// reply does not hold (a request without a state filter: with one, a held
 /// workflow in another state is left out as well).
-pub fn missing_ids(ids: &[String], reply: &Value) -> Vec<String> {
-    let held: Vec<&str> = reply["workflows"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|w| w["workflow_id"].as_str())
-        .collect();
+pub fn missing_ids(ids: &[String], reply: &StatusReply) -> Vec<String> {
     ids.iter()
-        .filter(|id| !held.contains(&id.as_str()))
+        .filter(|id| !reply.workflows.iter().any(|w| &w.workflow_id == *id))
         .cloned()
         .collect()
 }
@@ -155,43 +151,43 @@ pub fn bar(done: u64, total: u64, width: usize) -> String {
 }
 
 /// One line per workflow.
-pub fn workflow_line(w: &Value) -> String {
-    let done = w["progress"]["completed"].as_u64().unwrap_or(0);
-    let total = w["progress"]["total"].as_u64().unwrap_or(0);
+pub fn workflow_line(w: &WorkflowView) -> String {
+    let Progress { completed, total } = w.progress;
     let mut line = format!(
         "{:<8} {} {}/{} {:<9} {}",
-        w["item"].as_str().unwrap_or("?"),
-        bar(done, total, 12),
-        done,
+        w.item,
+        bar(completed as u64, total as u64, 12),
+        completed,
         total,
-        w["state"].as_str().unwrap_or("?"),
-        &w["workflow_id"].as_str().unwrap_or("?"),
+        w.state.as_str(),
+        w.workflow_id,
     );
-    if let Some(p) = w["research"]["phase"].as_str() {
-        line.push_str(&format!("  phase {p}"));
+    if let Some(r) = &w.research {
+        line.push_str(&format!("  phase {}", r.phase));
     }
-    if let Some(o) = w["overdue_tasks"].as_array().filter(|o| !o.is_empty()) {
-        let names: Vec<&str> = o.iter().filter_map(Value::as_str).collect();
-        line.push_str(&format!("  overdue: {}", names.join(",")));
+    if !w.overdue_tasks.is_empty() {
+        line.push_str(&format!("  overdue: {}", w.overdue_tasks.join(",")));
     }
-    if let Some(g) = w["open_gates"].as_array().filter(|g| !g.is_empty()) {
-        let names: Vec<&str> = g.iter().filter_map(Value::as_str).collect();
+    if !w.open_gates.is_empty() {
         line.push_str(&format!(
             "  waiting for a decision at gate {} (caucus gate show {})",
-            names.join(","),
-            w["workflow_id"].as_str().unwrap_or("?")
+            w.open_gates.join(","),
+            w.workflow_id
         ));
     }
-    if let Some(f) = w["failure"].as_str() {
+    if let Some(f) = &w.failure {
         line.push_str(&format!("  ({f})"));
     }
-    if let Some(flags) = w["flags"].as_array().filter(|f| !f.is_empty()) {
-        let what: Vec<String> = flags
+    if !w.flags.is_empty() {
+        let what: Vec<String> = w
+            .flags
             .iter()
-            .map(|f| match f["detail"]["new_regime"].as_str() {
-                Some(r) => format!("{} → {r}", f["kind"].as_str().unwrap_or("?")),
-                None => f["kind"].as_str().unwrap_or("?").to_string(),
-            })
+            .map(
+                |f| match f.detail.get("new_regime").and_then(Value::as_str) {
+                    Some(r) => format!("{} → {r}", f.kind),
+                    None => f.kind.clone(),
+                },
+            )
             .collect();
         line.push_str(&format!("  re-evaluate: {}", what.join(", ")));
     }
@@ -199,72 +195,64 @@ pub fn workflow_line(w: &Value) -> String {
 }
 
 /// Utilisation per agent type from a status reply's `load` and `capacity`.
-pub fn utilisation(status: &Value) -> String {
-    let mut parts = Vec::new();
-    if let Some(load) = status["load"].as_object() {
-        for (agent, l) in load {
-            let cap = status["capacity"][agent].as_u64().unwrap_or(0);
-            parts.push(format!(
-                "{agent} {}/{} busy, {} ready",
-                l["in_flight"].as_u64().unwrap_or(0),
-                cap,
-                l["ready"].as_u64().unwrap_or(0)
-            ));
-        }
-    }
-    parts.join(" | ")
+pub fn utilisation(status: &StatusReply) -> String {
+    status
+        .load
+        .iter()
+        .map(|(agent, l)| {
+            let cap = status.capacity.get(agent).copied().unwrap_or(0);
+            format!("{agent} {}/{cap} busy, {} ready", l.in_flight, l.ready)
+        })
+        .collect::<Vec<_>>()
+        .join(" | ")
 }
 
+/// The research phases whose gates `research_lines` shows, in run order.
+const GATED_PHASES: [&str; 5] = [
+    "DISCOVERING",
+    "CONSOLIDATING",
+    "VALIDATING",
+    "ANALYZING",
+    "SYNTHESIZING",
+];
+
 /// A research run's streams, gates and refused writes, one per line.
-pub fn research_lines(w: &Value) -> Vec<String> {
-    let r = &w["research"];
-    if r.is_null() {
+pub fn research_lines(w: &WorkflowView) -> Vec<String> {
+    let Some(r) = &w.research else {
         return Vec::new();
-    }
+    };
     let mut out = Vec::new();
-    for (n, s) in r["streams"].as_object().into_iter().flatten() {
-        let mut l = format!(
-            "stream-{n:<2} {:<12} {} sources",
-            s["state"].as_str().unwrap_or("?"),
-            s["sources"]
-        );
-        if let Some(p) = s["progress"].as_str() {
+    for (n, s) in &r.streams {
+        let mut l = format!("stream-{n:<2} {:<12} {} sources", s.state, s.sources);
+        if let Some(p) = &s.progress {
             l.push_str(&format!("  progress {p}"));
         }
-        if let (Some(eta), "running") = (s["eta"].as_str(), s["state"].as_str().unwrap_or("")) {
-            l.push_str(&format!("  eta {eta}"));
+        if let (Some(eta), "running") = (s.eta, s.state.as_str()) {
+            l.push_str(&format!(
+                "  eta {}",
+                eta.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+            ));
         }
-        if let Some(e) = s["error"].as_str() {
+        if let Some(e) = &s.error {
             l.push_str(&format!("  ({e})"));
         }
         out.push(l);
     }
-    let phases = [
-        "DISCOVERING",
-        "CONSOLIDATING",
-        "VALIDATING",
-        "ANALYZING",
-        "SYNTHESIZING",
-    ];
-    for (phase, g) in phases
+    for (phase, g) in GATED_PHASES
         .iter()
-        .map(|p| (p, &r["gates"][p]))
-        .filter(|(_, g)| !g.is_null())
+        .filter_map(|p| r.gates.get(*p).map(|g| (p, g)))
     {
-        let reasons: Vec<&str> = g["reasons"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        let mut l = format!("gate {phase:<13} {}", g["verdict"].as_str().unwrap_or("?"));
-        if !reasons.is_empty() {
-            l.push_str(&format!(": {}", reasons.join("; ")));
+        let mut l = format!("gate {phase:<13} {}", g.verdict);
+        if !g.reasons.is_empty() {
+            l.push_str(&format!(": {}", g.reasons.join("; ")));
         }
         out.push(l);
     }
-    if let Some(n) = r["refused_count"].as_u64().filter(|n| *n > 0) {
-        out.push(format!("{n} write(s) refused outside their key space"));
+    if r.refused_count > 0 {
+        out.push(format!(
+            "{} write(s) refused outside their key space",
+            r.refused_count
+        ));
     }
     out
 }
@@ -335,11 +323,28 @@ mod tests {
         );
     }
 
+    fn reply(workflows: serde_json::Value) -> StatusReply {
+        serde_json::from_value(json!({"workflows": workflows, "next_cursor": null,
+                                      "load": {}, "capacity": {}}))
+        .unwrap()
+    }
+
     #[test]
     fn ids_a_status_reply_does_not_hold() {
-        let reply = json!({"workflows": [{"workflow_id": "wf-1"}]});
+        let one = json!({"workflow_id": "wf-1", "item": "A", "item_token": "A",
+            "pipeline": "p", "state": "running", "progress": {"completed": 1, "total": 4},
+            "overdue_tasks": [], "created_at": "2026-11-25T12:00:00Z",
+            "updated_at": "2026-11-25T12:00:00Z"});
         let ids = vec!["wf-1".to_string(), "wf-2".to_string()];
-        assert_eq!(missing_ids(&ids, &reply), vec!["wf-2".to_string()]);
-        assert_eq!(missing_ids(&ids, &json!({})), ids);
+        assert_eq!(
+            missing_ids(&ids, &reply(json!([one]))),
+            vec!["wf-2".to_string()]
+        );
+        assert_eq!(missing_ids(&ids, &reply(json!([]))), ids);
+        let w = &reply(json!([one])).workflows[0];
+        assert_eq!(
+            workflow_line(w),
+            "A        [###.........] 1/4 running   wf-1"
+        );
     }
 }

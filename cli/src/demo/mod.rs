@@ -13,9 +13,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use caucus_shared::api::coordinator::status::{Status, StatusRequest, WorkflowState, WorkflowView};
+use caucus_shared::api::coordinator::submit::{Submit, SubmitRequest};
 use caucus_shared::Config;
 
-use super::submit::{report_of, watch_until_done, WatchEnd};
+use super::submit::{report_of, watch_until_done};
 use super::Client;
 use story::Step;
 
@@ -304,20 +306,14 @@ async fn batch(
         .await?;
     let planned = p["makespan"].as_f64().unwrap_or(0.0) * unit_ms as f64 / 1000.0;
     let t0 = Instant::now();
-    let reply = client
-        .call_ok(
-            "coordinator",
-            "submit",
-            json!({"items": tickers, "pipeline": "stock-analysis", "time_unit_ms": unit_ms,
-                   "auto_approve_gates": true}),
-        )
-        .await?;
-    let ids: Vec<String> = reply["workflow_ids"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(String::from))
-        .collect();
+    let request = SubmitRequest {
+        items: tickers.to_vec(),
+        pipeline: json!("stock-analysis"),
+        time_unit_ms: Some(unit_ms),
+        auto_approve_gates: true,
+        idempotency_key: None,
+    };
+    let ids = client.op_ok::<Submit>(&request).await?.summary.workflow_ids;
     let stop = tokio_util::sync::CancellationToken::new();
     let reviewer = tokio::spawn(reviewer::review_gates(
         client.clone(),
@@ -327,25 +323,20 @@ async fn batch(
     let fin = watch_until_done(client, &ids, true, false).await;
     stop.cancel();
     let reviewed = reviewer.await.unwrap_or_default();
-    let fin = match fin? {
-        WatchEnd::Done(st) | WatchEnd::AtGates(st, _) => st,
-    };
+    let fin = fin?;
     let measured = t0.elapsed().as_secs_f64();
-    let workflows: BTreeMap<String, String> = fin["workflows"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|w| {
-            Some((
-                w["workflow_id"].as_str()?.into(),
-                w["item"].as_str()?.into(),
-            ))
-        })
+    let workflows: BTreeMap<String, String> = fin
+        .status()
+        .workflows
+        .iter()
+        .map(|w| (w.workflow_id.clone(), w.item.clone()))
         .collect();
-    let failed = fin["workflows"]
-        .as_array()
-        .map(|a| a.iter().filter(|w| w["state"] == "failed").count())
-        .unwrap_or(0);
+    let failed = fin
+        .status()
+        .workflows
+        .iter()
+        .filter(|w| w.state == WorkflowState::Failed)
+        .count();
     if failed > 0 {
         println!("{failed} workflow(s) failed: see `caucus status --state failed`");
     }
@@ -395,29 +386,29 @@ async fn wait_settled(
     workflows: &BTreeMap<String, String>,
     items: &[String],
 ) -> anyhow::Result<Vec<String>> {
-    let ids: Vec<&String> = workflows
-        .iter()
-        .filter(|(_, item)| items.contains(item))
-        .map(|(id, _)| id)
-        .collect();
+    let request = StatusRequest {
+        ids: workflows
+            .iter()
+            .filter(|(_, item)| items.contains(item))
+            .map(|(id, _)| id.clone())
+            .collect(),
+        ..StatusRequest::default()
+    };
     let deadline = Instant::now() + RERUN_DEADLINE;
     loop {
-        let st = client
-            .call_ok("coordinator", "status", json!({"ids": ids}))
-            .await?;
-        let wfs = st["workflows"].as_array().cloned().unwrap_or_default();
-        let settled = |w: &Value| {
-            !w["resolved_assumptions"]["operating_margin"].is_null()
-                && w["state"] == "completed"
-                && w["reruns"]
-                    .as_array()
-                    .is_none_or(|r| r.iter().all(|x| !x["completed_at"].is_null()))
+        let wfs = client.op_ok::<Status>(&request).await?.workflows;
+        let settled = |w: &WorkflowView| {
+            w.resolved_assumptions
+                .get("operating_margin")
+                .is_some_and(|m| !m.is_null())
+                && w.state == WorkflowState::Completed
+                && w.reruns.iter().all(|r| r.completed_at.is_some())
         };
-        if wfs.len() == ids.len() && wfs.iter().all(settled) {
+        if wfs.len() == request.ids.len() && wfs.iter().all(settled) {
             return Ok(wfs
-                .iter()
-                .filter(|w| w["reruns"].as_array().is_some_and(|r| !r.is_empty()))
-                .filter_map(|w| w["item"].as_str().map(String::from))
+                .into_iter()
+                .filter(|w| !w.reruns.is_empty())
+                .map(|w| w.item)
                 .collect());
         }
         if Instant::now() > deadline {
@@ -437,16 +428,18 @@ async fn write_reports(client: &Client, ids: &[String]) -> anyhow::Result<PathBu
     // One workflow per request: lists carry no outputs, and a whole
     // batch's outputs would not fit one reply.
     for id in ids {
-        let st = client
-            .call_ok("coordinator", "status", json!({"ids": [id], "tasks": true}))
-            .await?;
-        for w in st["workflows"].as_array().into_iter().flatten() {
-            if w["state"] != "completed" {
+        let request = StatusRequest {
+            ids: vec![id.clone()],
+            tasks: true,
+            ..StatusRequest::default()
+        };
+        let st = client.op_ok::<Status>(&request).await?;
+        for w in st.workflows {
+            if w.state != WorkflowState::Completed {
                 continue;
             }
-            if let Some(md) = report_of(w) {
-                let file = report_file_name(w["item"].as_str().unwrap_or(""));
-                std::fs::write(dir.join(file), md)?;
+            if let Some(md) = report_of(&w) {
+                std::fs::write(dir.join(report_file_name(&w.item)), md)?;
             }
         }
     }

@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
-use serde_json::{json, Value};
-
+use caucus_shared::api::coordinator::status::{Status, StatusReply, StatusRequest};
+use caucus_shared::api::coordinator::submit::{
+    Submission, Submit, SubmitReply, SubmitRequest, SubmittedWorkflow,
+};
 use caucus_shared::clock::SharedClock;
 use caucus_shared::nats::api::ApiError;
 
@@ -24,28 +25,6 @@ use crate::workflow::{instantiate, LevelReviewMode, LevelReviewPolicy};
 pub const MAX_ITEMS: usize = 100_000;
 /// Length of one item name, at most.
 pub const MAX_ITEM_LEN: usize = 200;
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SubmitRequest {
-    items: Vec<String>,
-    #[serde(default)]
-    pipeline: Value,
-    /// Wall time of one time unit for these workflows (default: config).
-    #[serde(default)]
-    time_unit_ms: Option<u64>,
-    /// Human gates approve themselves when nothing needs review.
-    #[serde(default)]
-    auto_approve_gates: bool,
-    /// A retry with the same key returns the same workflows and creates
-    /// nothing new (see `submissions`).
-    #[serde(default)]
-    idempotency_key: Option<String>,
-}
-
-pub(super) fn parse<T: for<'de> Deserialize<'de>>(v: Value) -> Result<T, ApiError> {
-    serde_json::from_value(v).map_err(|e| ApiError::bad_request(e.to_string()))
-}
 
 pub(super) fn check_items(items: &[String]) -> Result<(), ApiError> {
     if items.is_empty() {
@@ -89,13 +68,12 @@ pub struct SubmitSettings {
 /// goes on dispatching between steps. A keyed submission found complete is
 /// answered from its record; one found half-created is finished.
 pub async fn submit(
-    body: Value,
+    req: SubmitRequest,
     scheduler: impl FnOnce() -> Result<SchedulerHandle, ApiError>,
     clock: SharedClock,
     settings: SubmitSettings,
     subs: Submissions,
-) -> Result<Value, ApiError> {
-    let req: SubmitRequest = parse(body)?;
+) -> Result<SubmitReply, ApiError> {
     check_items(&req.items)?;
     if let Some(k) = &req.idempotency_key {
         check_key(k)?;
@@ -240,29 +218,32 @@ pub async fn submit(
         subs.put(&sub).await?;
     }
     let first = SUMMARY_IDS.min(sub.count);
-    let mut reply = summary(&sub, 0..first);
-    let pairs: Vec<Value> = reply["workflow_ids"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let summary = summary(&sub, 0..first);
+    let workflows = summary
+        .workflow_ids
+        .iter()
         .zip(&req.items)
-        .map(|(id, item)| json!({"workflow_id": id, "item": item}))
+        .map(|(id, item)| SubmittedWorkflow {
+            workflow_id: id.clone(),
+            item: item.clone(),
+        })
         .collect();
-    let m = reply.as_object_mut().expect("object");
-    m.insert("workflows".into(), json!(pairs));
-    m.insert("created".into(), json!(created));
-    m.insert("existing".into(), json!(existing));
-    m.insert("replayed".into(), json!(replayed));
-    Ok(reply)
+    Ok(SubmitReply {
+        summary,
+        workflows,
+        created,
+        existing,
+        replayed,
+    })
 }
 
 /// Registers `status` (the leader answers).
 pub fn status_route(svc: &mut caucus_shared::service::Service, slot: super::SharedScheduler) {
     let health = svc.context().health.clone();
-    svc.route("status", move |body| {
+    svc.op::<Status, _, _>(move |req| {
         let slot = slot.clone();
         let health = health.clone();
-        async move { status(body, || super::leader_only(&slot, &health)).await }
+        async move { status(req, || super::leader_only(&slot, &health)).await }
     });
 }
 
@@ -287,19 +268,19 @@ pub fn submit_routes(svc: &mut caucus_shared::service::Service, slot: super::Sha
         let subs = subs.clone();
         let clock = ctx.clock.clone();
         let health = ctx.health.clone();
-        svc.route("submit", move |body| {
+        svc.op::<Submit, _, _>(move |req| {
             let slot = slot.clone();
             let clock = clock.clone();
             let settings = settings.clone();
             let subs = subs.clone();
             let health = health.clone();
             let leader = move || super::leader_only(&slot, &health);
-            async move { submit(body, leader, clock, settings, subs).await }
+            async move { submit(req, leader, clock, settings, subs).await }
         });
     }
-    svc.route("submission", move |body| {
+    svc.op::<Submission, _, _>(move |req| {
         let subs = subs.clone();
-        async move { super::submissions::page(body, &subs).await }
+        async move { super::submissions::page(req, &subs).await }
     });
 }
 
@@ -307,13 +288,15 @@ pub fn submit_routes(svc: &mut caucus_shared::service::Service, slot: super::Sha
 /// `ids`, exactly those workflows (task outputs with `tasks`); without, a
 /// page of at most `limit` workflows without outputs and `next_cursor`.
 pub async fn status(
-    body: Value,
+    req: StatusRequest,
     scheduler: impl FnOnce() -> Result<SchedulerHandle, ApiError>,
-) -> Result<Value, ApiError> {
-    let filter: StatusFilter = if body.is_null() {
-        StatusFilter::default()
-    } else {
-        parse(body)?
+) -> Result<StatusReply, ApiError> {
+    let filter = StatusFilter {
+        ids: req.ids,
+        states: req.states,
+        tasks: req.tasks,
+        limit: req.limit,
+        cursor: req.cursor,
     };
     for s in &filter.states {
         if crate::workflow::WorkflowState::parse(s).is_none() {

@@ -79,7 +79,7 @@ pub enum Command {
         /// Filter.
         filter: StatusFilter,
         /// The reply body.
-        reply: oneshot::Sender<Value>,
+        reply: oneshot::Sender<caucus_shared::api::coordinator::status::StatusReply>,
     },
     /// Capacity changed: try dispatching.
     Poke,

@@ -31,10 +31,11 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::future::join_all;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
+use caucus_shared::api::coordinator::submit::{SubmissionRequest, SubmissionSummary};
 use caucus_shared::nats::api::ApiError;
 use caucus_shared::nats::topology::ensure_kv;
 use caucus_shared::subjects::Subjects;
@@ -73,26 +74,8 @@ pub struct SubmitGrant {
     pub store: WorkflowStore,
 }
 
-/// Where a submission stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SubmissionState {
-    /// Workflow records are being created (or a coordinator stopped
-    /// half-way: a retry with the same key finishes it).
-    Creating,
-    /// Every workflow record exists and the scheduler holds it.
-    Complete,
-}
-
-impl SubmissionState {
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SubmissionState::Creating => "creating",
-            SubmissionState::Complete => "complete",
-        }
-    }
-}
+/// Where a submission stands (stored in the record, shown by the API).
+pub use caucus_shared::api::coordinator::submit::SubmissionState;
 
 /// One submission, as stored under its id in the `submissions` bucket.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -404,48 +387,32 @@ fn encode(rec: &SubmissionRecord) -> Bytes {
     Bytes::from(serde_json::to_vec(rec).expect("submission records serialise"))
 }
 
-/// `coordinator.submission` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PageRequest {
-    #[serde(default)]
-    submission_id: Option<String>,
-    #[serde(default)]
-    idempotency_key: Option<String>,
-    #[serde(default)]
-    cursor: Option<usize>,
-    #[serde(default)]
-    limit: Option<usize>,
-}
-
 /// The summary of a submission with the ids `range` (the reply of
 /// `submit` and `submission`).
-pub fn summary(rec: &SubmissionRecord, range: Range<usize>) -> Value {
+pub fn summary(rec: &SubmissionRecord, range: Range<usize>) -> SubmissionSummary {
     let ids = workflow_ids(&rec.submission_id, rec.count, range.clone());
     let end = range.start.min(rec.count) + ids.len();
-    let mut v = json!({
-        "submission_id": rec.submission_id,
-        "pipeline": rec.pipeline,
-        "count": rec.count,
-        "stored": rec.created,
-        "state": rec.state.as_str(),
-        "created_at": rec.created_at,
-        "cursor": range.start,
-        "workflow_ids": ids,
-        "next_cursor": if end < rec.count { json!(end) } else { Value::Null },
-    });
-    if let Some(k) = &rec.idempotency_key {
-        v["idempotency_key"] = json!(k);
+    SubmissionSummary {
+        submission_id: rec.submission_id.clone(),
+        idempotency_key: rec.idempotency_key.clone(),
+        pipeline: rec.pipeline.clone(),
+        count: rec.count,
+        stored: rec.created,
+        state: rec.state,
+        created_at: rec.created_at,
+        cursor: range.start,
+        workflow_ids: ids,
+        next_cursor: (end < rec.count).then_some(end),
     }
-    v
 }
 
 /// `coordinator.submission`: `{submission_id | idempotency_key, cursor?,
 /// limit?}` → the submission and one page of its workflow ids. Read from
 /// KV: any instance answers, leader or not.
-pub async fn page(body: Value, subs: &Submissions) -> Result<Value, ApiError> {
-    let req: PageRequest =
-        serde_json::from_value(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+pub async fn page(
+    req: SubmissionRequest,
+    subs: &Submissions,
+) -> Result<SubmissionSummary, ApiError> {
     let id = match (&req.submission_id, &req.idempotency_key) {
         (Some(id), None) => id.clone(),
         (None, Some(k)) => {
@@ -487,6 +454,7 @@ pub async fn page(body: Value, subs: &Submissions) -> Result<Value, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn ids_derive_from_the_key_and_index_only() {
@@ -580,16 +548,19 @@ mod tests {
             updated_at: Utc::now(),
         };
         let first = summary(&rec, 0..SUMMARY_IDS);
-        assert_eq!(first["workflow_ids"].as_array().unwrap().len(), 1_000);
-        assert_eq!(first["next_cursor"], 1_000);
+        assert_eq!(first.workflow_ids.len(), 1_000);
+        assert_eq!(first.next_cursor, Some(1_000));
         let last = summary(&rec, 2_000..3_000);
-        assert_eq!(last["workflow_ids"].as_array().unwrap().len(), 500);
-        assert_eq!(last["next_cursor"], Value::Null);
+        assert_eq!(last.workflow_ids.len(), 500);
+        assert_eq!(last.next_cursor, None);
+        assert_eq!(last.workflow_ids[0], workflow_id(&rec.submission_id, 2_000));
+        let json = serde_json::to_value(&first).unwrap();
+        assert_eq!(json["idempotency_key"], "k");
+        assert_eq!(json["state"], "complete");
         assert_eq!(
-            last["workflow_ids"][0],
-            workflow_id(&rec.submission_id, 2_000)
+            serde_json::to_value(&last).unwrap()["next_cursor"],
+            Value::Null
         );
-        assert_eq!(first["idempotency_key"], "k");
         // 10,000 ids (the largest page) fit in a 1 MiB message many times over.
         let big = summary(
             &SubmissionRecord {
@@ -598,6 +569,6 @@ mod tests {
             },
             0..MAX_PAGE,
         );
-        assert!(big.to_string().len() < 512 * 1024);
+        assert!(serde_json::to_vec(&big).unwrap().len() < 512 * 1024);
     }
 }

@@ -1,7 +1,7 @@
 //! The status reply: a page of workflows or the ones asked for by id,
 //! with the load and the capacities.
 
-use serde_json::{json, Value};
+use caucus_shared::api::coordinator::status::{StatusReply, WorkflowView};
 
 use super::{
     parse_status_cursor, status_cursor, Scheduler, StatusFilter, STATUS_DEFAULT_LIMIT,
@@ -11,14 +11,14 @@ use crate::runtime::views;
 use crate::workflow::{WorkflowRecord, WorkflowState};
 
 impl Scheduler {
-    pub(super) async fn status(&self, f: &StatusFilter) -> Value {
+    pub(super) async fn status(&self, f: &StatusFilter) -> StatusReply {
         let states: Vec<WorkflowState> = f
             .states
             .iter()
             .filter_map(|s| WorkflowState::parse(s))
             .collect();
         let wanted = |r: &WorkflowRecord| states.is_empty() || states.contains(&r.state);
-        let mut list: Vec<Value> = Vec::new();
+        let mut list: Vec<WorkflowView> = Vec::new();
         let mut next_cursor: Option<String> = None;
         if f.ids.is_empty() {
             // A page, in (created_at, workflow_id) order, without outputs.
@@ -45,7 +45,7 @@ impl Scheduler {
                 recs.truncate(limit);
             }
             for r in recs {
-                list.push(views::workflow_json_with(r, f.tasks, false));
+                list.push(views::workflow_view_with(r, f.tasks, false));
             }
         } else {
             for id in &f.ids {
@@ -61,7 +61,7 @@ impl Scheduler {
                     },
                 };
                 if wanted(r) {
-                    list.push(views::workflow_json_with(r, f.tasks, true));
+                    list.push(views::workflow_view_with(r, f.tasks, true));
                 }
             }
         }
@@ -69,13 +69,8 @@ impl Scheduler {
         let caps = self
             .capacities
             .read()
-            .map(|c| c.clone())
+            .map(|c| c.iter().map(|(a, n)| (a.clone(), *n)).collect())
             .unwrap_or_default();
-        json!({
-            "workflows": list,
-            "next_cursor": next_cursor,
-            "load": self.engine.load(now),
-            "capacity": caps,
-        })
+        views::status_reply(list, next_cursor, self.engine.load(now), caps)
     }
 }
