@@ -3,7 +3,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde_json::{json, Value};
+use serde_json::Value;
+
+use caucus_shared::api::coordinator::plan::{PlanOp, PlanRequest};
+use caucus_shared::api::Operation;
 
 use super::{Client, PipelineArg};
 use caucus_shared::pipeline::PipelineSpec;
@@ -90,16 +93,19 @@ pub async fn run(
     caps: &[String],
     as_json: bool,
 ) -> anyhow::Result<i32> {
-    let body = json!({
-        "items": items,
-        "pipeline": pipeline_value(pipeline)?,
-        "capacities": capacities(caps)?,
-    });
-    let plan = client.call_ok("coordinator", "plan", body).await?;
+    let req = PlanRequest {
+        items,
+        pipeline: pipeline_value(pipeline)?,
+        capacities: capacities(caps)?,
+    };
     if as_json {
+        // The reply as it came, fields this CLI does not know included.
+        let body = serde_json::to_value(&req)?;
+        let plan = client.call_ok("coordinator", PlanOp::NAME, body).await?;
         println!("{}", serde_json::to_string_pretty(&plan)?);
     } else {
-        print!("{}", plan["gantt"].as_str().unwrap_or_default());
+        let plan = client.op_ok::<PlanOp>(&req).await?;
+        print!("{}", plan.gantt);
     }
     Ok(0)
 }

@@ -4,7 +4,12 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Map, Value};
+use caucus_shared::api::client::decode_reply;
+use caucus_shared::api::coordinator::patterns::{
+    ParamsInput, PatternRun, PatternStatus, PatternStatusRequest, RoundRecord, RunPattern,
+    RunRequest, RunState, Stance, StopReason,
+};
+use caucus_shared::api::Operation;
 
 use super::Client;
 
@@ -55,108 +60,89 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    /// The `coordinator.run_pattern` body (without `wait`).
-    pub fn request(&self) -> Value {
-        let mut params = Map::new();
-        let mut put = |k: &str, v: Value| {
-            params.insert(k.to_string(), v);
-        };
-        if let Some(v) = self.rounds {
-            put("rounds", json!(v));
+    /// The `coordinator.run_pattern` request (waiting for the end).
+    pub fn request(&self) -> RunRequest {
+        RunRequest {
+            pattern: self.pattern.clone(),
+            agents: self.agents.clone(),
+            task: self.task.clone(),
+            params: ParamsInput {
+                pass_context: self.no_pass_context.then_some(false),
+                stop_on_failure: self.stop_on_failure.then_some(true),
+                rounds: self.rounds,
+                leader: self.leader.clone(),
+                max_rounds: self.max_rounds,
+                agreement_threshold: self.threshold,
+                context_truncation: self.context_truncation,
+                output_truncation: self.output_truncation,
+            },
+            item: self.item.clone(),
+            call_timeout_ms: self.call_timeout_ms,
+            wait: true,
         }
-        if let Some(v) = self.max_rounds {
-            put("max_rounds", json!(v));
-        }
-        if let Some(v) = self.threshold {
-            put("agreement_threshold", json!(v));
-        }
-        if let Some(v) = &self.leader {
-            put("leader", json!(v));
-        }
-        if self.no_pass_context {
-            put("pass_context", json!(false));
-        }
-        if self.stop_on_failure {
-            put("stop_on_failure", json!(true));
-        }
-        if let Some(v) = self.context_truncation {
-            put("context_truncation", json!(v));
-        }
-        if let Some(v) = self.output_truncation {
-            put("output_truncation", json!(v));
-        }
-        let mut body = json!({
-            "pattern": self.pattern,
-            "agents": self.agents,
-            "task": self.task,
-            "params": params,
-        });
-        if let Some(v) = self.call_timeout_ms {
-            body["call_timeout_ms"] = json!(v);
-        }
-        if let Some(v) = &self.item {
-            body["item"] = json!(v);
-        }
-        body
     }
 }
 
 pub async fn run(client: &Client, args: &RunArgs, as_json: bool) -> anyhow::Result<i32> {
-    let mut body = args.request();
-    body["wait"] = json!(false);
-    let started = client.call_ok("coordinator", "run_pattern", body).await?;
-    let run_id = started["run_id"]
-        .as_str()
-        .ok_or_else(|| anyhow::anyhow!("coordinator.run_pattern: reply has no run_id"))?
-        .to_string();
+    let req = RunRequest {
+        wait: false,
+        ..args.request()
+    };
+    let started = client.op_ok::<RunPattern>(&req).await?;
+    let run_id = started.run.run_id;
     if !as_json {
         println!(
             "{} run {run_id} over {}",
-            started["pattern"].as_str().unwrap_or("?"),
+            started.run.pattern,
             args.agents.join(", ")
         );
     }
+    let status = PatternStatusRequest { run_id };
     let mut printed = 0usize;
-    let fin = loop {
-        let v = client
-            .call_ok("coordinator", "pattern_status", json!({ "run_id": run_id }))
+    let (fin, raw) = loop {
+        // The reply as it came is what `--json` prints.
+        let raw = client
+            .call_ok(
+                PatternStatus::SERVICE,
+                PatternStatus::NAME,
+                serde_json::to_value(&status)?,
+            )
             .await?;
+        let v = decode_reply::<PatternStatus>(raw.clone()).map_err(|e| {
+            anyhow::anyhow!("coordinator.pattern_status: {} ({})", e.message, e.code)
+        })?;
         if !as_json {
-            let rounds = v["rounds"].as_array().cloned().unwrap_or_default();
-            for r in rounds.iter().skip(printed) {
+            for r in v.run.rounds.iter().skip(printed) {
                 print!("{}", render_round(r));
             }
-            printed = rounds.len();
+            printed = v.run.rounds.len();
         }
-        if v["state"] != "running" {
-            break v;
+        if v.run.state != RunState::Running {
+            break (v, raw);
         }
         tokio::time::sleep(POLL_EVERY).await;
     };
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&fin)?);
+        println!("{}", serde_json::to_string_pretty(&raw)?);
     } else {
-        print!("{}", render_end(&fin));
+        print!("{}", render_end(&fin.run));
     }
-    let failed = fin["summary"]["failed"].as_u64().unwrap_or(0);
-    Ok(if fin["state"] == "completed" && failed == 0 {
-        0
-    } else {
-        1
-    })
+    Ok(
+        if fin.run.state == RunState::Completed && fin.run.summary.failed == 0 {
+            0
+        } else {
+            1
+        },
+    )
 }
 
 /// One round as text: a header, then one line per agent.
-pub fn render_round(r: &Value) -> String {
-    let mut out = format!(
-        "round {} ({})\n",
-        r["round"],
-        r["phase"].as_str().unwrap_or("?")
-    );
-    for a in r["results"].as_array().into_iter().flatten() {
-        let label = a["label"].as_str().unwrap_or("?");
-        let line = if a["success"] == true {
-            let text = a["output"].as_str().unwrap_or("");
+pub fn render_round(r: &RoundRecord) -> String {
+    let mut out = format!("round {} ({})\n", r.round, r.phase);
+    for a in &r.results {
+        let label = &a.label;
+        let line = if a.success {
+            let text = a.output.as_deref().unwrap_or("");
             let first: String = text
                 .lines()
                 .next()
@@ -164,58 +150,76 @@ pub fn render_round(r: &Value) -> String {
                 .chars()
                 .take(100)
                 .collect();
-            let stance = a["stance"]
-                .as_str()
-                .map(|s| format!(" [{s}]"))
+            let stance = a
+                .stance
+                .map(|s| format!(" [{}]", stance(s)))
                 .unwrap_or_default();
             format!("  ok   {label:<16}{stance} {first}\n")
         } else {
             format!(
                 "  FAIL {label:<16} {} ({})\n",
-                a["error"].as_str().unwrap_or(""),
-                a["error_type"].as_str().unwrap_or("?")
+                a.error.as_deref().unwrap_or(""),
+                a.error_type.as_deref().unwrap_or("?")
             )
         };
         out.push_str(&line);
     }
-    if let Some(c) = r.get("consensus").filter(|c| c.is_object()) {
+    if let Some(c) = &r.consensus {
         out.push_str(&format!(
             "  consensus: explicit {:.2}, similarity {:.2}, combined {:.2} vs {:.2}: {}\n",
-            c["explicit"].as_f64().unwrap_or(0.0),
-            c["similarity"].as_f64().unwrap_or(0.0),
-            c["combined"].as_f64().unwrap_or(0.0),
-            c["threshold"].as_f64().unwrap_or(0.0),
-            if c["reached"] == true {
-                "reached"
-            } else {
-                "not reached"
-            }
+            c.explicit,
+            c.similarity,
+            c.combined,
+            c.threshold,
+            if c.reached { "reached" } else { "not reached" }
         ));
     }
     out
 }
 
+fn stance(s: Stance) -> &'static str {
+    match s {
+        Stance::Agree => "agree",
+        Stance::Disagree => "disagree",
+    }
+}
+
+fn stop_reason(s: StopReason) -> &'static str {
+    match s {
+        StopReason::ConsensusReached => "consensus_reached",
+        StopReason::StopOnFailure => "stop_on_failure",
+    }
+}
+
+fn run_state(s: RunState) -> &'static str {
+    match s {
+        RunState::Running => "running",
+        RunState::Completed => "completed",
+        RunState::Failed => "failed",
+    }
+}
+
 /// The closing summary line(s).
-pub fn render_end(v: &Value) -> String {
-    let s = &v["summary"];
+pub fn render_end(v: &PatternRun) -> String {
+    let s = &v.summary;
     let mut out = format!(
         "{}: {} result(s), {} ok, {} failed",
-        v["state"].as_str().unwrap_or("?"),
-        s["results"],
-        s["succeeded"],
-        s["failed"]
+        run_state(v.state),
+        s.results,
+        s.succeeded,
+        s.failed
     );
-    if let Some(r) = v["consensus_reached"].as_bool() {
+    if let Some(r) = v.consensus_reached {
         out.push_str(if r {
             "; consensus reached"
         } else {
             "; no consensus"
         });
     }
-    if let Some(st) = v["stopped"].as_str() {
-        out.push_str(&format!("; stopped early ({st})"));
+    if let Some(st) = v.stopped {
+        out.push_str(&format!("; stopped early ({})", stop_reason(st)));
     }
-    if let Some(e) = v["error"].as_str() {
+    if let Some(e) = &v.error {
         out.push_str(&format!("; {e}"));
     }
     out.push('\n');
@@ -226,6 +230,7 @@ pub fn render_end(v: &Value) -> String {
 mod tests {
     use super::*;
     use clap::Parser;
+    use serde_json::json;
 
     #[derive(Parser)]
     struct T {
@@ -249,7 +254,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(
-            t.run.request(),
+            serde_json::to_value(t.run.request()).unwrap(),
             json!({"pattern": "consensus", "agents": ["v1", "v2", "v3"], "task": "safe?",
                    "params": {"max_rounds": 2, "agreement_threshold": 0.9}})
         );
@@ -258,10 +263,14 @@ mod tests {
     #[test]
     fn rounds_render_failures_and_scores() {
         let r = json!({"round": 2, "phase": "consensus", "results": [
-            {"label": "v1", "success": true, "output": "I AGREE\nmore", "stance": "agree"},
-            {"label": "v2", "success": false, "error": "exited with 3", "error_type": "exit_status"}],
-            "consensus": {"explicit": 0.5, "similarity": 1.0, "combined": 0.65, "threshold": 0.8, "reached": false}});
-        let s = render_round(&r);
+            {"label": "v1", "success": true, "output": "I AGREE\nmore", "stance": "agree",
+             "agent": "v", "index": 0, "round": 2, "phase": "consensus", "duration_ms": 5},
+            {"label": "v2", "success": false, "error": "exited with 3", "error_type": "exit_status",
+             "agent": "v", "index": 1, "round": 2, "phase": "consensus", "duration_ms": 5}],
+            "consensus": {"explicit": 0.5, "similarity": 1.0, "combined": 0.65, "threshold": 0.8, "reached": false,
+                          "agreed": 1, "disagreed": 0, "no_stance": 0, "agents": 2},
+            "started_at": "2026-11-25T12:00:00Z", "finished_at": "2026-11-25T12:00:01Z"});
+        let s = render_round(&serde_json::from_value(r).unwrap());
         assert!(s.contains("round 2 (consensus)"));
         assert!(s.contains("ok   v1               [agree] I AGREE\n"), "{s}");
         assert!(s.contains("FAIL v2               exited with 3 (exit_status)"));

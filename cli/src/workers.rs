@@ -1,19 +1,22 @@
 //! `caucus workers`.
 
-use serde_json::Value;
+use caucus_shared::api::coordinator::workers::{Workers, WorkersReply};
+use caucus_shared::api::{Empty, Operation};
 
-use super::render::{duration, table, text, Align::Left, Align::Right};
+use super::render::{duration, table, Align::Left, Align::Right};
 use super::Client;
 
 pub async fn run(client: &Client, as_json: bool) -> anyhow::Result<i32> {
-    let v = client
-        .call_ok("coordinator", "workers", Value::Null)
-        .await?;
     if as_json {
+        // The reply as it came, fields this CLI does not know included.
+        let v = client
+            .call_ok("coordinator", Workers::NAME, serde_json::Value::Null)
+            .await?;
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(0);
     }
-    print!("{}", render(&v));
+    let reply = client.op_ok::<Workers>(&Empty {}).await?;
+    print!("{}", render(&reply));
     Ok(0)
 }
 
@@ -21,45 +24,45 @@ pub async fn run(client: &Client, as_json: bool) -> anyhow::Result<i32> {
 /// capacity (live workers' slots, capped), the leases held now (Redis), the
 /// tasks the scheduler has in flight, the task queue, ready tasks and the
 /// oldest ready task's wait; columns as wide as their widest cell.
-pub fn render(v: &Value) -> String {
+pub fn render(v: &WorkersReply) -> String {
     let mut rows = Vec::new();
     let mut notes = Vec::new();
-    for a in v["agents"].as_array().into_iter().flatten() {
-        let agent = text(&a["agent_type"]);
-        let workers: Vec<String> = a["workers"]
-            .as_array()
-            .into_iter()
-            .flatten()
+    for a in &v.agents {
+        let workers: Vec<String> = a
+            .workers
+            .iter()
             .map(|w| {
-                let missed = if w["heartbeat_missed"].as_bool().unwrap_or(false) {
+                let missed = if w.heartbeat_missed {
                     " (missed heartbeat)"
                 } else {
                     ""
                 };
-                format!("{}×{}{missed}", text(&w["worker_id"]), text(&w["slots"]))
+                format!("{}×{}{missed}", w.worker_id, w.slots)
             })
             .collect();
-        let mut capacity = text(&a["capacity"]);
-        if let Some(cap) = a["cap"].as_u64() {
+        let mut capacity = a.capacity.to_string();
+        if let Some(cap) = a.cap {
             capacity.push_str(&format!(" (cap {cap})"));
         }
-        let wait = match a["oldest_wait_ms"].as_i64() {
-            Some(ms) if a["ready"].as_u64().unwrap_or(0) > 0 => duration(ms),
-            _ => "-".into(),
+        let wait = if a.ready > 0 {
+            duration(a.oldest_wait_ms)
+        } else {
+            "-".into()
         };
-        if let Some(ms) = a["recovering_ms"].as_i64().filter(|ms| *ms > 0) {
+        if a.recovering_ms > 0 {
             notes.push(format!(
-                "{agent}: recovering after a Redis restart, no new lease for {}",
-                duration(ms)
+                "{}: recovering after a Redis restart, no new lease for {}",
+                a.agent_type,
+                duration(i64::try_from(a.recovering_ms).unwrap_or(i64::MAX))
             ));
         }
         rows.push(vec![
-            agent,
+            a.agent_type.clone(),
             capacity,
-            text(&a["in_use"]),
-            text(&a["in_flight"]),
-            text(&a["queue_depth"]),
-            text(&a["ready"]),
+            a.in_use.to_string(),
+            a.in_flight.to_string(),
+            a.queue_depth.to_string(),
+            a.ready.to_string(),
             wait,
             if workers.is_empty() {
                 "none".into()
@@ -89,13 +92,13 @@ pub fn render(v: &Value) -> String {
         out.push_str(&n);
         out.push('\n');
     }
-    match v["bottleneck"].as_object() {
+    match &v.bottleneck {
         Some(b) => out.push_str(&format!(
             "live bottleneck: {} (oldest ready task waiting {}, {} ready); about {} more slot(s) would clear it\n",
-            b.get("agent_type").map(text).unwrap_or_default(),
-            duration(b.get("oldest_wait_ms").and_then(Value::as_i64).unwrap_or(0)),
-            b.get("ready").map(text).unwrap_or_default(),
-            b.get("more_slots").map(text).unwrap_or_default(),
+            b.agent_type,
+            duration(b.oldest_wait_ms),
+            b.ready,
+            b.more_slots,
         )),
         None => out.push_str("live bottleneck: none (no ready task is waiting)\n"),
     }
@@ -104,8 +107,11 @@ pub fn render(v: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
+
+    fn render(v: &Value) -> String {
+        super::render(&serde_json::from_value(v.clone()).expect("a workers reply"))
+    }
 
     #[test]
     fn columns_fit_long_agent_types_and_leases_are_shown() {

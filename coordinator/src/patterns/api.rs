@@ -6,13 +6,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
-use serde_json::Value;
 use tokio::sync::{mpsc, OnceCell};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use caucus_shared::api::coordinator::patterns::{
+    PatternRunReply, PatternStatusRequest, CODE_STORE_FAILED,
+};
 use caucus_shared::clock::SharedClock;
 use caucus_shared::nats::api::ApiError;
 use caucus_shared::nats::topology::ensure_kv;
@@ -26,12 +27,6 @@ use super::spec::{PatternSpec, RunRequest};
 
 /// Longest per-call time limit a request may ask for (1 hour).
 pub const MAX_CALL_TIMEOUT_MS: u64 = 3_600_000;
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StatusRequest {
-    run_id: String,
-}
 
 /// What the pattern routes share.
 #[derive(Clone)]
@@ -76,7 +71,7 @@ impl PatternService {
                 )
                 .await
                 .map(RunStore::new)
-                .map_err(|e| ApiError::new("store_failed", e.to_string()))
+                .map_err(|e| ApiError::new(CODE_STORE_FAILED, e.to_string()))
             })
             .await
             .cloned()
@@ -84,9 +79,7 @@ impl PatternService {
 
     /// `run_pattern`: validates, records the run, runs it; replies with the
     /// finished record, or at once with the running one when `wait` is false.
-    pub async fn run_pattern(&self, body: Value) -> Result<Value, ApiError> {
-        let req: RunRequest = serde_json::from_value(body)
-            .map_err(|e| ApiError::bad_request(format!("run_pattern: {e}")))?;
+    pub async fn run_pattern(&self, req: RunRequest) -> Result<PatternRunReply, ApiError> {
         let spec =
             PatternSpec::from_request(&req).map_err(|e| ApiError::bad_request(e.to_string()))?;
         if let Some(i) = &req.item {
@@ -126,7 +119,7 @@ impl PatternService {
         store
             .put(&record)
             .await
-            .map_err(|e| ApiError::new("store_failed", e.to_string()))?;
+            .map_err(|e| ApiError::new(CODE_STORE_FAILED, e.to_string()))?;
         let caller = NatsCaller::new(
             self.nats.clone(),
             self.subjects.clone(),
@@ -151,17 +144,18 @@ impl PatternService {
         )
         .instrument(span);
         if req.wait {
-            Ok(job.await.to_reply())
+            Ok(PatternRunReply::from(&job.await))
         } else {
             self.tasks.spawn(job);
-            Ok(record.to_reply())
+            Ok(PatternRunReply::from(&record))
         }
     }
 
     /// `pattern_status`: `{run_id}` → the record as it stands.
-    pub async fn pattern_status(&self, body: Value) -> Result<Value, ApiError> {
-        let req: StatusRequest = serde_json::from_value(body)
-            .map_err(|e| ApiError::bad_request(format!("pattern_status: {e}")))?;
+    pub async fn pattern_status(
+        &self,
+        req: PatternStatusRequest,
+    ) -> Result<PatternRunReply, ApiError> {
         let ok = !req.run_id.is_empty()
             && req.run_id.len() <= 64
             && req
@@ -176,7 +170,7 @@ impl PatternService {
         }
         let store = self.store().await?;
         match store.get(&req.run_id).await {
-            Ok(Some(r)) => Ok(r.to_reply()),
+            Ok(Some(r)) => Ok(PatternRunReply::from(&r)),
             Ok(None) => Err(ApiError::not_found(format!(
                 "no pattern run `{}`",
                 req.run_id

@@ -5,8 +5,6 @@
 
 use std::collections::BTreeSet;
 
-use serde::{Deserialize, Serialize};
-
 /// Weight of the explicit agreement ratio in the combined score.
 pub const EXPLICIT_WEIGHT: f64 = 0.7;
 /// Weight of the output similarity in the combined score.
@@ -48,15 +46,8 @@ const NEGATORS: &[&str] = &[
 /// How far back (in words, within one clause) a negator still applies.
 const NEGATION_WINDOW: usize = 3;
 
-/// Stance of one response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Stance {
-    /// Agrees.
-    Agree,
-    /// Disagrees.
-    Disagree,
-}
+// Stances and scores are recorded in a run's rounds: their types live with the API.
+pub use caucus_shared::api::coordinator::patterns::Stance;
 
 /// Reads a response's stance: a leading `I AGREE` / `I DISAGREE` marker
 /// decides; otherwise the first `agree`/`disagree` in the text, flipped by
@@ -170,28 +161,7 @@ pub fn mean_similarity(texts: &[&str]) -> f64 {
     }
 }
 
-/// The consensus check of one round.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ConsensusScore {
-    /// Agents that agreed ÷ agents in the round (a failed agent has not agreed).
-    pub explicit: f64,
-    /// Mean pairwise Jaccard similarity of the successful responses.
-    pub similarity: f64,
-    /// `0.7 × explicit + 0.3 × similarity`.
-    pub combined: f64,
-    /// The threshold it was held against.
-    pub threshold: f64,
-    /// `combined ≥ threshold`.
-    pub reached: bool,
-    /// Responses that agreed.
-    pub agreed: usize,
-    /// Responses that disagreed.
-    pub disagreed: usize,
-    /// Successful responses with no stance.
-    pub no_stance: usize,
-    /// Agents in the round (including failed ones).
-    pub agents: usize,
-}
+pub use caucus_shared::api::coordinator::patterns::ConsensusScore;
 
 /// Scores one round: `responses` holds one entry per agent, `None` for an
 /// agent that failed.

@@ -19,6 +19,8 @@ pub mod spec;
 #[cfg(test)]
 mod runner_tests;
 
+use caucus_shared::api::coordinator::patterns::{PatternStatus, RunPattern};
+
 pub use api::PatternService;
 pub use result::{AgentResult, PatternTask, RoundRecord};
 pub use runner::{run, AgentCaller, Outcome, StopReason};
@@ -29,13 +31,13 @@ pub fn register(svc: &mut caucus_shared::service::Service) {
     let ps = PatternService::new(svc.context());
     {
         let ps = ps.clone();
-        svc.route("run_pattern", move |body| {
+        svc.op::<RunPattern, _, _>(move |req| {
             let ps = ps.clone();
-            async move { ps.run_pattern(body).await }
+            async move { ps.run_pattern(req).await }
         });
     }
-    svc.route("pattern_status", move |body| {
+    svc.op::<PatternStatus, _, _>(move |req| {
         let ps = ps.clone();
-        async move { ps.pattern_status(body).await }
+        async move { ps.pattern_status(req).await }
     });
 }

@@ -29,15 +29,7 @@ pub trait AgentCaller: Send + Sync {
         -> impl Future<Output = AgentResult> + Send;
 }
 
-/// Why a run ended before its last planned round.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// Consensus reached before `max_rounds`.
-    ConsensusReached,
-    /// A pipeline step failed with `stop_on_failure`.
-    StopOnFailure,
-}
+pub use caucus_shared::api::coordinator::patterns::StopReason;
 
 /// A finished run.
 #[derive(Debug, Clone, PartialEq)]

@@ -107,64 +107,8 @@ pub enum SpecError {
     Param(String),
 }
 
-/// Optional parameters as a request gives them; which apply depends on
-/// the pattern.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ParamsInput {
-    /// Pipeline: pass earlier outputs on as context (default true).
-    #[serde(default)]
-    pub pass_context: Option<bool>,
-    /// Pipeline: stop at the first failed step (default false).
-    #[serde(default)]
-    pub stop_on_failure: Option<bool>,
-    /// Debate: number of rounds (default 2).
-    #[serde(default)]
-    pub rounds: Option<u32>,
-    /// Hierarchical: the leader's agent type (default the first agent).
-    #[serde(default)]
-    pub leader: Option<String>,
-    /// Consensus: rounds at most (default 3).
-    #[serde(default)]
-    pub max_rounds: Option<u32>,
-    /// Consensus: combined score needed (default 0.8).
-    #[serde(default)]
-    pub agreement_threshold: Option<f64>,
-    /// Characters of shared context per response (default 500).
-    #[serde(default)]
-    pub context_truncation: Option<usize>,
-    /// Characters of each stored output (default 1000).
-    #[serde(default)]
-    pub output_truncation: Option<usize>,
-}
-
-/// The body of `coordinator.run_pattern`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RunRequest {
-    /// Pattern name.
-    pub pattern: String,
-    /// Agent types, in order (repeats allowed: each position is one agent).
-    pub agents: Vec<String>,
-    /// The task every agent works on.
-    pub task: String,
-    /// Pattern parameters.
-    #[serde(default)]
-    pub params: ParamsInput,
-    /// The item dispatched tasks name (default `pattern-<run_id>`).
-    #[serde(default)]
-    pub item: Option<String>,
-    /// Per-agent-call time limit in ms (default: config).
-    #[serde(default)]
-    pub call_timeout_ms: Option<u64>,
-    /// Answer when the run finished (default) or at once with the run id.
-    #[serde(default = "yes")]
-    pub wait: bool,
-}
-
-fn yes() -> bool {
-    true
-}
+// The request is the API's.
+pub use caucus_shared::api::coordinator::patterns::{ParamsInput, RunRequest};
 
 /// A pattern with its effective parameters.
 #[derive(Debug, Clone, PartialEq)]

@@ -17,10 +17,13 @@ use crate::pipeline::{
     check_capacity_overrides, validate_graph, PipelineError, PipelineSpec, StageGraph, StageKind,
 };
 use critical_path::{analyse, eps, StageTiming};
+
 use schedule::{simulate, LocalTask, Schedule, Template};
 
-/// Version of the [`Plan`] wire shape.
-pub const PLAN_SCHEMA_VERSION: u32 = 1;
+// The plan is the `coordinator.plan` reply: its types live with the API.
+pub use caucus_shared::api::coordinator::plan::{
+    AgentUtilization, Bottleneck, Plan, PlannedTask, PLAN_SCHEMA_VERSION,
+};
 
 /// Largest number of tasks (items × tasks per item) one plan may have.
 pub const MAX_PLAN_TASKS: u64 = 5_000_000;
@@ -43,101 +46,6 @@ impl Default for PlanOptions {
             lookahead_events: 3,
         }
     }
-}
-
-/// A schedule for a set of items run through one pipeline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Plan {
-    /// Version of this shape (currently 1).
-    pub schema_version: u32,
-    /// Name of the pipeline planned.
-    pub pipeline: String,
-    /// The items, in submission order (the order also breaks ties).
-    pub items: Vec<String>,
-    /// Time from the first start to the last end, in time units.
-    pub makespan: f64,
-    /// Stage names of one item's critical path (longest path by expected duration).
-    pub critical_path: Vec<String>,
-    /// Task ids of that path for the first item (shard 0 for fan-out stages).
-    pub critical_path_tasks: Vec<String>,
-    /// Length of the critical path: the makespan with unlimited capacity.
-    pub critical_path_length: f64,
-    /// Stage names in a topological order (dependencies first, ties by declaration).
-    pub topological_order: Vec<String>,
-    /// Sum of all task durations: the time if everything ran one at a time.
-    pub sequential_time: f64,
-    /// `sequential_time / makespan` (1.0 when the makespan is 0).
-    pub parallelism_factor: f64,
-    /// The agent type whose capacity limits the plan most; absent when no
-    /// task ever waits for capacity and no extra slot would help.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bottleneck: Option<Bottleneck>,
-    /// Effective capacity per agent type used (spec defaults with overrides applied).
-    pub capacities: BTreeMap<String, u32>,
-    /// Load per agent type that has tasks in this plan.
-    pub utilization: BTreeMap<String, AgentUtilization>,
-    /// Every task, grouped by item (item order, then stage declaration order, then shard).
-    pub tasks: Vec<PlannedTask>,
-}
-
-/// The agent type that limits the plan most.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Bottleneck {
-    /// The agent type.
-    pub agent_type: String,
-    /// Its capacity in this plan.
-    pub capacity: u32,
-    /// Makespan when this agent type gets one more slot.
-    pub makespan_with_one_more_slot: f64,
-    /// `makespan - makespan_with_one_more_slot` (0 or less when the extra slot does not help).
-    pub gain: f64,
-    /// Total time its tasks spent ready but waiting for a slot.
-    pub queueing_delay: f64,
-}
-
-/// Load of one agent type over the plan.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AgentUtilization {
-    /// Capacity used for planning.
-    pub capacity: u32,
-    /// Number of tasks of this type.
-    pub tasks: usize,
-    /// Sum of the durations of those tasks.
-    pub busy_time: f64,
-    /// `busy_time / (capacity × makespan)`, in 0..=1.
-    pub utilization: f64,
-    /// Total time its tasks spent ready but waiting for a slot.
-    pub queueing_delay: f64,
-}
-
-/// One scheduled task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PlannedTask {
-    /// `<item>/<stage>`, or `<item>/<stage>#<shard>` for fan-out stages.
-    pub task_id: String,
-    /// The item this task belongs to.
-    pub item: String,
-    /// The stage it instantiates.
-    pub stage: String,
-    /// Shard index (0-based) for fan-out stages.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shard: Option<u32>,
-    /// `task` or `gate`.
-    pub kind: StageKind,
-    /// Agent type that runs it; absent for gates.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_type: Option<String>,
-    /// When its last dependency completes.
-    pub ready: f64,
-    /// Planned start.
-    pub start: f64,
-    /// Planned end.
-    pub end: f64,
-    /// 0-based lane within its agent type's capacity; absent for gates.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slot: Option<u32>,
-    /// Whether the stage has zero slack, i.e. lies on a longest path of its item.
-    pub on_critical_path: bool,
 }
 
 /// The task id of `stage` (and `shard` for fan-out stages) of `item`.

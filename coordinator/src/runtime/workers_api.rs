@@ -4,17 +4,21 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde_json::{json, Value};
-
+use caucus_shared::api::coordinator::workers::{
+    AgentWorkers, LiveBottleneck, WorkerSlots, Workers, WorkersReply,
+};
 use caucus_shared::nats::api::ApiError;
 
 use super::commands::{ask, AskError, Command, SchedulerHandle};
+
+/// Most extra slots the live bottleneck suggests.
+const MAX_MORE_SLOTS: usize = 64;
 
 /// Registers `workers` (any instance answers; the leader adds its queues).
 pub fn route(svc: &mut caucus_shared::service::Service, slot: super::SharedScheduler) {
     let ctx = svc.context().clone();
     let heartbeat = ctx.config.worker.heartbeat_interval;
-    svc.route("workers", move |_body| {
+    svc.op::<Workers, _, _>(move |_| {
         let scheduler = slot.read().ok().and_then(|s| s.clone());
         let redis = ctx.redis.clone();
         let js = ctx.js.clone();
@@ -34,7 +38,7 @@ pub async fn workers(
     subjects: caucus_shared::subjects::Subjects,
     heartbeat: Duration,
     now_ms: i64,
-) -> Result<Value, ApiError> {
+) -> Result<WorkersReply, ApiError> {
     use caucus_shared::nats::topology::task_consumer_name;
     use caucus_shared::redis::CapacitySemaphore;
     use caucus_shared::subjects::StreamKind;
@@ -59,8 +63,7 @@ pub async fn workers(
     }
     agents.sort();
     let stream = subjects.stream(StreamKind::Tasks);
-    let mut rows = Vec::new();
-    let mut bottleneck: Option<Value> = None;
+    let mut reply = WorkersReply::default();
     let mut worst_wait = 0i64;
     for agent in agents {
         let sem = CapacitySemaphore::new(redis.clone(), &prefix, &agent)
@@ -85,62 +88,49 @@ pub async fn workers(
             Ok(mut c) => c.info().await.map(|i| i.num_pending).unwrap_or(0),
             Err(_) => 0,
         };
-        let workers: Vec<Value> = st
+        let workers: Vec<WorkerSlots> = st
             .workers
             .iter()
-            .map(|w| {
-                // Registrations are renewed every heartbeat for a ttl; one
-                // that has not been renewed for two beats is late.
-                let remaining = w.expires_at_ms - now_ms;
-                json!({
-                    "worker_id": w.worker_id,
-                    "slots": w.slots,
-                    "expires_in_ms": remaining,
-                    "heartbeat_missed": false,
-                })
+            .map(|w| WorkerSlots {
+                worker_id: w.worker_id.clone(),
+                slots: w.slots,
+                expires_in_ms: w.expires_at_ms - now_ms,
+                heartbeat_missed: false,
             })
             .collect();
-        let workers = mark_missed(workers, heartbeat);
         if l.ready > 0 && l.oldest_wait_ms > worst_wait {
             worst_wait = l.oldest_wait_ms;
-            bottleneck = Some(json!({
-                "agent_type": agent,
-                "oldest_wait_ms": l.oldest_wait_ms,
-                "ready": l.ready,
-                "more_slots": l.ready.min(64),
-            }));
+            reply.bottleneck = Some(LiveBottleneck {
+                agent_type: agent.clone(),
+                oldest_wait_ms: l.oldest_wait_ms,
+                ready: l.ready as u64,
+                more_slots: l.ready.min(MAX_MORE_SLOTS) as u64,
+            });
         }
-        rows.push(json!({
-            "agent_type": agent,
-            "capacity": st.capacity,
-            "cap": st.cap,
-            "in_use": st.in_use,
-            "queue_depth": queue_depth,
-            "ready": l.ready,
-            "in_flight": l.in_flight,
-            "oldest_wait_ms": l.oldest_wait_ms,
-            // No lease is granted while > 0: Redis (re)started empty and
-            // running tasks are re-registering theirs (PROTOCOL.md §5).
-            "recovering_ms": st.recovering_ms,
-            "workers": workers,
-        }));
+        reply.agents.push(AgentWorkers {
+            agent_type: agent,
+            capacity: st.capacity,
+            cap: st.cap,
+            in_use: st.in_use,
+            queue_depth,
+            ready: l.ready as u64,
+            in_flight: l.in_flight as u64,
+            oldest_wait_ms: l.oldest_wait_ms,
+            recovering_ms: st.recovering_ms,
+            workers: mark_missed(workers, heartbeat),
+        });
     }
-    Ok(json!({"agents": rows, "bottleneck": bottleneck}))
+    Ok(reply)
 }
 
 /// A worker whose registration has less than `ttl - 2 × heartbeat` left
 /// missed at least one heartbeat. The ttl is not stored, so the largest
 /// remaining time among the agent's workers stands in for a fresh one.
-fn mark_missed(mut workers: Vec<Value>, heartbeat: Duration) -> Vec<Value> {
-    let freshest = workers
-        .iter()
-        .filter_map(|w| w["expires_in_ms"].as_i64())
-        .max()
-        .unwrap_or(0);
+fn mark_missed(mut workers: Vec<WorkerSlots>, heartbeat: Duration) -> Vec<WorkerSlots> {
+    let freshest = workers.iter().map(|w| w.expires_in_ms).max().unwrap_or(0);
     let late = 2 * heartbeat.as_millis() as i64;
     for w in &mut workers {
-        let rem = w["expires_in_ms"].as_i64().unwrap_or(0);
-        w["heartbeat_missed"] = json!(freshest - rem > late);
+        w.heartbeat_missed = freshest - w.expires_in_ms > late;
     }
     workers
 }
