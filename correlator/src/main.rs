@@ -1,7 +1,8 @@
 //! `caucus-correlator`: correlates agent failures
 //!
-//! A thin main: flags → layered config → telemetry → the shared service
-//! scaffolding, which runs [`caucus_correlator::service::run`].
+//! A thin main: [`service::run_main`] parses the common flags, loads the
+//! layered config, starts telemetry and the service, and hands it to
+//! [`caucus_correlator::service::serve`].
 
 use std::process::ExitCode;
 
@@ -24,20 +25,5 @@ struct Args {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    let (config, _telemetry) = match service::boot(BIN, &args.common) {
-        Ok(booted) => booted,
-        Err(code) => return code,
-    };
-    service::exit_code(BIN, serve(config).await)
-}
-
-/// Connects, registers the API, and runs the correlator until shutdown.
-async fn serve(config: caucus_shared::Config) -> Result<service::Exit, caucus_shared::Error> {
-    let mut svc = service::Service::start(SERVICE, config).await?;
-    let ctx = svc.context().clone();
-    let store = correlator::open_store(&ctx.js, &ctx.subjects, &ctx.config)
-        .await
-        .map_err(caucus_shared::Error::nats)?;
-    correlator::routes(&mut svc, store);
-    svc.run(correlator::run).await
+    service::run_main(BIN, SERVICE, &args.common, correlator::serve).await
 }

@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use backon::{ExponentialBuilder, Retryable};
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
@@ -227,24 +228,54 @@ impl Processor {
     }
 }
 
+/// One try of an effect: it failed (try again after the backoff), or
+/// `stop` fired first (give up).
+enum Attempt {
+    Stopped,
+    Failed(EffectError),
+}
+
+/// Runs `f` until it succeeds, backing off from [`FIRST_BACKOFF`] to
+/// [`MAX_BACKOFF`] between tries; `stop` ends the retries, also during a
+/// pause.
 async fn retry<T, F, Fut>(stop: &CancellationToken, what: &str, mut f: F) -> Result<T, ProcessError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, EffectError>>,
 {
-    let mut backoff = FIRST_BACKOFF;
-    loop {
-        if stop.is_cancelled() {
-            return Err(ProcessError::Stopped);
+    let once = || {
+        let attempt = (!stop.is_cancelled()).then(&mut f);
+        async move {
+            match attempt {
+                Some(fut) => fut.await.map_err(Attempt::Failed),
+                None => Err(Attempt::Stopped),
+            }
         }
-        match f().await {
-            Ok(v) => return Ok(v),
-            Err(e) => tracing::warn!(error = %e, retry_in = ?backoff, "{what} failed"),
+    };
+    let token = stop.clone();
+    let pause = move |d: Duration| {
+        let token = token.clone();
+        async move {
+            tokio::select! {
+                _ = token.cancelled() => {}
+                _ = tokio::time::sleep(d) => {}
+            }
         }
-        tokio::select! {
-            _ = stop.cancelled() => return Err(ProcessError::Stopped),
-            _ = tokio::time::sleep(backoff) => {}
-        }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
-    }
+    };
+    let schedule = ExponentialBuilder::default()
+        .with_min_delay(FIRST_BACKOFF)
+        .with_factor(2.0)
+        .with_max_delay(MAX_BACKOFF)
+        .without_max_times();
+    once.retry(schedule)
+        .sleep(pause)
+        .when(|a| matches!(a, Attempt::Failed(_)))
+        .notify(|a, retry_in| {
+            if let Attempt::Failed(e) = a {
+                tracing::warn!(error = %e, ?retry_in, "{what} failed");
+            }
+        })
+        .await
+        // Without a limit on tries, only `stop` ends the retries.
+        .map_err(|_| ProcessError::Stopped)
 }

@@ -1,6 +1,7 @@
 //! `caucus-facilitator`: runs debates between agents.
 //!
-//! A thin main: flags → layered config → telemetry →
+//! A thin main: [`service::run_main`] parses the common flags, loads the
+//! layered config, starts telemetry and the service, and hands it to
 //! [`caucus_facilitator::service::serve`].
 
 use std::process::ExitCode;
@@ -23,12 +24,11 @@ struct Args {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    let (config, _telemetry) = match service::boot(BIN, &args.common) {
-        Ok(booted) => booted,
-        Err(code) => return code,
-    };
-    service::exit_code(
+    service::run_main(
         BIN,
-        caucus_facilitator::service::serve(SERVICE, config).await,
+        SERVICE,
+        &args.common,
+        caucus_facilitator::service::serve,
     )
+    .await
 }

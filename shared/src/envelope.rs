@@ -104,7 +104,7 @@ impl Envelope {
             message_type: C::MESSAGE_TYPE,
             reason,
         };
-        content.validate().map_err(invalid)?;
+        content.validate().map_err(|e| invalid(e.to_string()))?;
         let value = serde_json::to_value(content).map_err(|e| invalid(e.to_string()))?;
         Ok(Envelope::new(C::MESSAGE_TYPE, from_agent, value))
     }

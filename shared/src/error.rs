@@ -61,6 +61,23 @@ pub enum Error {
         /// Why it is rejected.
         reason: String,
     },
+    /// A durable consumer could not be created or updated.
+    #[error("consumer {consumer} on {stream}: {source}")]
+    Consumer {
+        /// The consumer's durable name.
+        consumer: String,
+        /// The stream it reads.
+        stream: String,
+        /// The JetStream error.
+        #[source]
+        source: BoxError,
+    },
+    /// The SIGTERM/SIGINT handlers could not be installed.
+    #[error("cannot install signal handlers: {0}")]
+    Signals(#[source] std::io::Error),
+    /// A configuration value breaks a rule.
+    #[error("config: {0}")]
+    InvalidSetting(#[from] crate::config::InvalidSetting),
     /// An argument is out of range (e.g. a zero TTL).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -74,6 +91,15 @@ impl Error {
     /// Wraps a NATS error (or a message), keeping it as the source.
     pub fn nats(e: impl Into<BoxError>) -> Self {
         Error::Nats(e.into())
+    }
+
+    /// A failure to create or update the durable `consumer` on `stream`.
+    pub fn consumer(consumer: &str, stream: &str, e: impl Into<BoxError>) -> Self {
+        Error::Consumer {
+            consumer: consumer.to_string(),
+            stream: stream.to_string(),
+            source: e.into(),
+        }
     }
 
     /// Wraps a Redis pool error (or a message), keeping it as the source.

@@ -17,7 +17,9 @@ mod pause;
 mod validate;
 
 pub use alert::Alert;
-pub use broadcast::{critical_broadcast, MacroBroadcast, MacroEvent, NotCritical};
+pub use broadcast::{
+    critical_broadcast, BelowThreshold, BroadcastError, MacroBroadcast, MacroEvent, NotCritical,
+};
 pub use challenge::{assumption_value, debate_metric, Challenge, ChallengePriority, Position};
 pub(crate) use content::typed;
 pub use content::{Content, MessageContent};
@@ -28,3 +30,4 @@ pub use exchange::{Confirmation, Request};
 pub use failure::{AgentFailureEvent, BatchTrigger, CorrelationDetected};
 pub use finding::{Finding, FindingWithPrecedent, HistoricalContext, SimilarPattern};
 pub use pause::{BatchPauseRequest, PauseComplete, PauseRequest, ResumeCommand, ResumePlan};
+pub use validate::ValidationError;

@@ -1,7 +1,8 @@
 //! `caucus-worker`: runs tasks of one or more agent types.
 //!
-//! A thin main: flags → layered config → telemetry → the shared service
-//! scaffolding, which runs [`run_worker`]. The worker flags are applied as
+//! A thin main: [`service::run_main`] parses the common flags, loads the
+//! layered config, starts telemetry and the service, and runs
+//! [`run_worker`]. The worker flags are applied as
 //! the top config layer, so they win over file and environment.
 
 use std::process::ExitCode;
@@ -10,7 +11,7 @@ use caucus_shared::config::CommonArgs;
 use caucus_shared::service::{self, ServiceContext};
 use caucus_worker::builtin;
 use caucus_worker::handler::{Handler, HandlerSpec, HandlerSpecError};
-use caucus_worker::runtime;
+use caucus_worker::runtime::{self, WorkerError};
 use clap::Parser;
 
 const BIN: &str = "caucus-worker";
@@ -58,32 +59,23 @@ impl Args {
     }
 }
 
-fn parse_handler(raw: &str) -> Result<String, String> {
-    raw.parse::<HandlerSpec>()
-        .map(|_| raw.to_string())
-        .map_err(|e| e.to_string())
+/// `--handler` must name a handler (clap prints the error's forms).
+fn parse_handler(raw: &str) -> Result<String, HandlerSpecError> {
+    raw.parse::<HandlerSpec>().map(|_| raw.to_string())
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let common = Args::parse().into_common();
-    let (config, _telemetry) = match service::boot(BIN, &common) {
-        Ok(booted) => booted,
-        Err(code) => return code,
-    };
-    service::exit_code(BIN, service::run_service(SERVICE, config, run_worker).await)
+    service::run_main(BIN, SERVICE, &common, |svc| svc.run(run_worker)).await
 }
 
 /// The worker's work: register, lease, pull, run, report, until shutdown.
-async fn run_worker(ctx: ServiceContext) -> Result<(), String> {
+async fn run_worker(ctx: ServiceContext) -> Result<(), WorkerError> {
     let cfg = ctx.config.clone();
-    let spec: HandlerSpec = cfg
-        .worker
-        .handler
-        .parse()
-        .map_err(|e: HandlerSpecError| e.to_string())?;
+    let spec: HandlerSpec = cfg.worker.handler.parse()?;
     let (builtin, dataset) = if spec == HandlerSpec::Builtin {
-        let data = builtin::dataset(cfg.worker.data_path.as_deref()).map_err(|e| e.to_string())?;
+        let data = builtin::dataset(cfg.worker.data_path.as_deref())?;
         tracing::info!(data_set = %data.origin(), tickers = data.tickers().len(), "built-in analysts loaded");
         let settings = caucus_agents::Settings {
             margin_debate_gap: cfg.worker.margin_debate_gap,
@@ -106,10 +98,9 @@ async fn run_worker(ctx: ServiceContext) -> Result<(), String> {
         handler: Handler::new(spec, builtin).with_max_output_bytes(cfg.worker.max_output_bytes),
         dataset,
         health: ctx.health.clone(),
+        tasks: ctx.tasks.clone(),
     };
-    runtime::run(deps, &ctx.tasks)
-        .await
-        .map_err(|e| e.to_string())
+    runtime::run(deps).await
 }
 
 #[cfg(test)]

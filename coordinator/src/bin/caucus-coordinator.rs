@@ -1,7 +1,8 @@
 //! `caucus-coordinator`: plans pipelines and dispatches tasks
 //!
-//! A thin main: flags → layered config → telemetry → the shared service
-//! scaffolding, which runs [`run_coordinator`].
+//! A thin main: [`service::run_main`] parses the common flags, loads the
+//! layered config, starts telemetry and the service, registers the
+//! coordinator's routes and runs [`run_coordinator`].
 
 use std::process::ExitCode;
 
@@ -24,17 +25,12 @@ struct Args {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    let (config, _telemetry) = match service::boot(BIN, &args.common) {
-        Ok(booted) => booted,
-        Err(code) => return code,
-    };
-    let mut svc = match service::Service::start(SERVICE, config).await {
-        Ok(s) => s,
-        Err(e) => return service::exit_code(BIN, Err(e)),
-    };
-    let slot = SharedScheduler::default();
-    runtime::routes(&mut svc, slot.clone());
-    service::exit_code(BIN, svc.run(move |ctx| run_coordinator(ctx, slot)).await)
+    service::run_main(BIN, SERVICE, &args.common, |mut svc| async move {
+        let slot = SharedScheduler::default();
+        runtime::routes(&mut svc, slot.clone());
+        svc.run(move |ctx| run_coordinator(ctx, slot)).await
+    })
+    .await
 }
 
 /// The coordinator's work: lead (or stand by) until shutdown.

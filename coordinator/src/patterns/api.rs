@@ -53,7 +53,7 @@ impl PatternService {
             replicas: ctx.config.nats.replicas,
             default_timeout: ctx.config.coordinator.pattern_call_timeout,
             shutdown: ctx.shutdown.clone(),
-            tasks: ctx.tasks.clone(),
+            tasks: ctx.tasks.tracker().clone(),
             store: Arc::new(OnceCell::new()),
         }
     }

@@ -30,7 +30,7 @@ pub async fn ensure_consumer(
     js: &jetstream::Context,
     subjects: &Subjects,
     ack_wait: Duration,
-) -> Result<PullConsumer, String> {
+) -> Result<PullConsumer, caucus_shared::Error> {
     let stream = subjects.stream(StreamKind::Messages);
     let cfg = pull::Config {
         durable_name: Some(BROADCAST_CONSUMER.into()),
@@ -43,7 +43,7 @@ pub async fn ensure_consumer(
     };
     js.create_consumer_on_stream(cfg, &stream)
         .await
-        .map_err(|e| format!("consumer {BROADCAST_CONSUMER} on {stream}: {e}"))
+        .map_err(|e| caucus_shared::Error::consumer(BROADCAST_CONSUMER, &stream, e))
 }
 
 /// The flag a broadcast puts on workflows, or `None` when it flags nothing.

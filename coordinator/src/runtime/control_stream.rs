@@ -124,7 +124,7 @@ pub async fn ensure_consumer(
     js: &jetstream::Context,
     subjects: &Subjects,
     ack_wait: Duration,
-) -> Result<jetstream::consumer::PullConsumer, String> {
+) -> Result<jetstream::consumer::PullConsumer, caucus_shared::Error> {
     let stream = subjects.stream(StreamKind::Control);
     let cfg = pull::Config {
         durable_name: Some(CONTROL_CONSUMER.into()),
@@ -140,7 +140,7 @@ pub async fn ensure_consumer(
     };
     js.create_consumer_on_stream(cfg, &stream)
         .await
-        .map_err(|e| format!("consumer {CONTROL_CONSUMER} on {stream}: {e}"))
+        .map_err(|e| caucus_shared::Error::consumer(CONTROL_CONSUMER, &stream, e))
 }
 
 /// Creates the consumer, then runs until `shutdown` (or the scheduler

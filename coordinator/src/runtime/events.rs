@@ -22,7 +22,7 @@ pub async fn ensure_consumer(
     js: &jetstream::Context,
     subjects: &Subjects,
     ack_wait: Duration,
-) -> Result<jetstream::consumer::PullConsumer, String> {
+) -> Result<jetstream::consumer::PullConsumer, caucus_shared::Error> {
     let stream = subjects.stream(StreamKind::Events);
     let cfg = pull::Config {
         durable_name: Some(EVENTS_CONSUMER.into()),
@@ -35,7 +35,7 @@ pub async fn ensure_consumer(
     };
     js.create_consumer_on_stream(cfg, &stream)
         .await
-        .map_err(|e| format!("consumer {EVENTS_CONSUMER} on {stream}: {e}"))
+        .map_err(|e| caucus_shared::Error::consumer(EVENTS_CONSUMER, &stream, e))
 }
 
 /// Runs until `shutdown`.

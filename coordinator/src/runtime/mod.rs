@@ -37,15 +37,16 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use caucus_shared::clock::SharedClock;
-use caucus_shared::config::Config;
+use caucus_shared::config::{Config, InvalidSetting};
 use caucus_shared::nats::dlq::Dlq;
 use caucus_shared::nats::topology::ensure_kv;
 use caucus_shared::redis::{OwnedLock, RedisPool};
+use caucus_shared::service::Tasks;
 use caucus_shared::subjects::Subjects;
 
 use commands::{Capacities, SchedulerHandle};
 use scheduler::Scheduler;
-use store::WorkflowStore;
+use store::{StoreError, WorkflowStore};
 use term_tasks::TermTasks;
 
 pub use store::WORKFLOWS_BUCKET;
@@ -69,14 +70,35 @@ pub struct CoordinatorDeps {
     pub instance_id: String,
     /// What `health` reports; the leadership loop marks its component.
     pub health: caucus_shared::health::Health,
+    /// The process's tracked, supervised tasks.
+    pub tasks: Tasks,
 }
 
-/// Errors that stop the coordinator.
+/// Errors that stop the coordinator (all at set-up: once it runs, failures
+/// end a leadership term, not the process).
 #[derive(Debug, thiserror::Error)]
 pub enum CoordinatorError {
-    /// NATS or Redis set-up failed.
-    #[error("{0}")]
-    Setup(String),
+    /// The `[coordinator]` settings break a rule.
+    #[error(transparent)]
+    Config(#[from] InvalidSetting),
+    /// The workflow buckets could not be created or opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A KV bucket could not be created or opened.
+    #[error("bucket {bucket}: {source}")]
+    Bucket {
+        /// The bucket's name (without the prefix).
+        bucket: &'static str,
+        /// What failed.
+        #[source]
+        source: caucus_shared::Error,
+    },
+    /// The leader lock's name or this instance's token is unusable.
+    #[error("leader lock: {0}")]
+    Lock(#[source] caucus_shared::Error),
+    /// A durable consumer could not be created or updated.
+    #[error(transparent)]
+    Consumer(caucus_shared::Error),
 }
 
 /// The channel the API handlers use; `None` while standing by.
@@ -91,12 +113,12 @@ pub async fn open_store(deps: &CoordinatorDeps) -> Result<WorkflowStore, Coordin
         deps.config.coordinator.retain_history,
     )
     .await
-    .map_err(|e| CoordinatorError::Setup(e.to_string()))
+    .map_err(CoordinatorError::Store)
 }
 
 async fn open_kv(
     deps: &CoordinatorDeps,
-    bucket: &str,
+    bucket: &'static str,
 ) -> Result<async_nats::jetstream::kv::Store, CoordinatorError> {
     ensure_kv(
         &deps.js,
@@ -107,14 +129,14 @@ async fn open_kv(
         deps.config.nats.replicas,
     )
     .await
-    .map_err(|e| CoordinatorError::Setup(e.to_string()))
+    .map_err(|source| CoordinatorError::Bucket { bucket, source })
 }
 
 /// Runs until shutdown: stand by, lead, and stand by again if leadership
 /// is lost.
 pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), CoordinatorError> {
     let cfg = &deps.config.coordinator;
-    cfg.validate().map_err(CoordinatorError::Setup)?;
+    cfg.validate()?;
     // Set up concurrently: the API answers `standby` until this is done.
     let (store, checkpoints_kv, batches_kv, research_kv) = tokio::try_join!(
         open_store(&deps),
@@ -128,14 +150,14 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
         leader::LEADER_LOCK,
         &deps.instance_id,
     )
-    .map_err(|e| CoordinatorError::Setup(e.to_string()))?;
+    .map_err(CoordinatorError::Lock)?;
     let consumer = events::ensure_consumer(&deps.js, &deps.subjects, deps.config.worker.ack_wait)
         .await
-        .map_err(CoordinatorError::Setup)?;
+        .map_err(CoordinatorError::Consumer)?;
     let bcast_consumer =
         broadcasts::ensure_consumer(&deps.js, &deps.subjects, deps.config.worker.ack_wait)
             .await
-            .map_err(CoordinatorError::Setup)?;
+            .map_err(CoordinatorError::Consumer)?;
     // The highest fencing epoch this instance has seen in the records: a
     // Redis that lost its data restarts its counter, and epochs must still
     // rise (docs/RELIABILITY.md).
@@ -152,7 +174,7 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             let lost = held.lost().clone();
             let shutdown = deps.shutdown.clone();
             let term = term.clone();
-            tokio::spawn(async move {
+            deps.tasks.spawn_named("term-stop", async move {
                 tokio::select! {
                     _ = lost.cancelled() => {}
                     _ = shutdown.cancelled() => {}
@@ -162,13 +184,16 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
                 term.cancel();
             })
         };
-        let keeper = tokio::spawn(leader::keep(
-            lock.clone(),
-            held.clone(),
-            cfg.leader_lease,
-            deps.shutdown.clone(),
-            deps.health.clone(),
-        ));
+        let keeper = deps.tasks.spawn_named(
+            "leader-keeper",
+            leader::keep(
+                lock.clone(),
+                held.clone(),
+                cfg.leader_lease,
+                deps.shutdown.clone(),
+                deps.health.clone(),
+            ),
+        );
         let caps: Capacities = Arc::new(RwLock::new(HashMap::new()));
         if let Ok(c) = capacity::read(&deps.redis, deps.subjects.prefix()).await {
             *caps.write().expect("caps") = c;
@@ -203,6 +228,7 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             cfg.into(),
         ))
         .with_lease(held.clone())
+        .with_tasks(deps.tasks.clone())
         .with_silence(deps.config.worker.ack_wait + deps.config.worker.lease_ttl);
         match sched.load().await {
             Ok((n, max_epoch)) => {
@@ -333,6 +359,7 @@ pub fn deps_from(ctx: &caucus_shared::service::ServiceContext) -> CoordinatorDep
         clock: ctx.clock.clone(),
         instance_id: ctx.instance_id.clone(),
         health: ctx.health.clone(),
+        tasks: ctx.tasks.clone(),
     }
 }
 

@@ -10,9 +10,11 @@ use tokio::task::{Id, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use caucus_shared::health::Health;
+use caucus_shared::service::panic_message;
 
-/// Health component of the coordinator's runtime tasks.
-pub const RUNTIME: &str = "runtime";
+/// Health component of the coordinator's runtime tasks (the one every
+/// process's supervised tasks mark).
+pub use caucus_shared::service::RUNTIME;
 
 /// The running tasks of a term, by name.
 pub struct TermTasks {
@@ -57,7 +59,7 @@ impl TermTasks {
                 Ok(_) => continue,
                 Err(e) if e.is_panic() => {
                     let id = e.id();
-                    (id, format!("panicked: {}", panic_message(e.into_panic())))
+                    (id, format!("panicked: {}", panic_message(&*e.into_panic())))
                 }
                 Err(_) => continue,
             };
@@ -69,16 +71,6 @@ impl TermTasks {
             self.term.cancel();
         }
         failed
-    }
-}
-
-fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(no message)".into()
     }
 }
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
 use async_nats::jetstream::{self, Message};
+use backon::{ConstantBuilder, Retryable};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
@@ -31,7 +32,7 @@ pub async fn ensure_consumer(
     subjects: &Subjects,
     ack_wait: Duration,
     fetch_batch: usize,
-) -> Result<PullConsumer, String> {
+) -> Result<PullConsumer, caucus_shared::Error> {
     let stream = subjects.stream(StreamKind::Failures);
     let cfg = pull::Config {
         durable_name: Some(CONSUMER.into()),
@@ -43,14 +44,15 @@ pub async fn ensure_consumer(
         max_ack_pending: (fetch_batch * 32).clamp(1024, 1_000_000) as i64,
         ..Default::default()
     };
-    let mut last = String::new();
-    for _ in 0..5 {
-        match js.create_consumer_on_stream(cfg.clone(), &stream).await {
-            Ok(c) => return Ok(c),
-            Err(e) => last = e.to_string(),
-        }
-    }
-    Err(format!("consumer {CONSUMER} on {stream}: {last}"))
+    // Five quick tries: a standby taking over may race the old leader's
+    // update of the same consumer.
+    let tries = ConstantBuilder::default()
+        .with_delay(Duration::ZERO)
+        .with_max_times(4);
+    (|| js.create_consumer_on_stream(cfg.clone(), &stream))
+        .retry(tries)
+        .await
+        .map_err(|e| caucus_shared::Error::consumer(CONSUMER, &stream, e))
 }
 
 /// What the loop needs besides the processor.

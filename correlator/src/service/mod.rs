@@ -32,16 +32,28 @@ use caucus_shared::subjects::{StreamKind, Subjects};
 use caucus_shared::Config;
 
 use crate::effects::Effects;
-use crate::engine::Correlator;
+use crate::engine::{Correlator, CorrelatorError};
 use crate::processor::{ProcessError, Processor};
 use crate::store::{CorrelationStore, CORRELATIONS_BUCKET};
 
 /// Errors that stop the correlator.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
-    /// Configuration or NATS/Redis set-up failed.
-    #[error("{0}")]
-    Setup(String),
+    /// The `[correlator]` settings are invalid.
+    #[error("[correlator] {0}")]
+    Config(#[from] CorrelatorError),
+    /// The `correlations` bucket could not be created or opened.
+    #[error("bucket {CORRELATIONS_BUCKET}: {0}")]
+    Store(#[source] caucus_shared::Error),
+    /// The leader lock's name or this instance's token is unusable.
+    #[error("leader lock: {0}")]
+    Lock(#[source] caucus_shared::Error),
+    /// The durable failure consumer could not be created or updated.
+    #[error(transparent)]
+    Consumer(caucus_shared::Error),
+    /// The service scaffolding failed (connect, signals, API).
+    #[error(transparent)]
+    Service(#[from] caucus_shared::Error),
 }
 
 /// Opens (creating if needed) the `correlations` bucket.
@@ -59,7 +71,7 @@ pub async fn open_store(
         config.nats.replicas,
     )
     .await
-    .map_err(|e| ServiceError::Setup(e.to_string()))?;
+    .map_err(ServiceError::Store)?;
     Ok(CorrelationStore::new(kv))
 }
 
@@ -77,11 +89,19 @@ pub fn routes(svc: &mut Service, store: CorrelationStore) {
     });
 }
 
+/// The whole process on a started service: opens the store, registers
+/// the API and runs [`run`] until shutdown.
+pub async fn serve(mut svc: Service) -> Result<caucus_shared::service::Exit, ServiceError> {
+    let ctx = svc.context().clone();
+    let store = open_store(&ctx.js, &ctx.subjects, &ctx.config).await?;
+    routes(&mut svc, store);
+    Ok(svc.run(run).await?)
+}
+
 /// Runs until shutdown: stand by, lead, stand by again if leadership is lost.
 pub async fn run(ctx: ServiceContext) -> Result<(), ServiceError> {
     let cfg = ctx.config.correlator.clone();
-    let settings = settings::engine_settings(&cfg)
-        .map_err(|e| ServiceError::Setup(format!("[correlator] {e}")))?;
+    let settings = settings::engine_settings(&cfg)?;
     let store = open_store(&ctx.js, &ctx.subjects, &ctx.config).await?;
     let lock = OwnedLock::new(
         ctx.redis.clone(),
@@ -89,11 +109,11 @@ pub async fn run(ctx: ServiceContext) -> Result<(), ServiceError> {
         leader::LEADER_LOCK,
         &ctx.instance_id,
     )
-    .map_err(|e| ServiceError::Setup(e.to_string()))?;
+    .map_err(ServiceError::Lock)?;
     let mut durable =
         consume::ensure_consumer(&ctx.js, &ctx.subjects, cfg.ack_wait, cfg.fetch_batch)
             .await
-            .map_err(ServiceError::Setup)?;
+            .map_err(ServiceError::Consumer)?;
     let effects = Effects::new(
         ctx.js.clone(),
         ctx.subjects.clone(),
@@ -120,24 +140,26 @@ pub async fn run(ctx: ServiceContext) -> Result<(), ServiceError> {
         };
         tracing::info!(instance_id = %ctx.instance_id, epoch = held.epoch(), "leading");
         let term = ctx.shutdown.child_token();
-        let keeper = tokio::spawn(leader::keep(
-            lock.clone(),
-            held.clone(),
-            cfg.leader_lease,
-            ctx.shutdown.clone(),
-            ctx.health.clone(),
-        ));
+        let keeper = ctx.tasks.spawn_named(
+            "leader-keeper",
+            leader::keep(
+                lock.clone(),
+                held.clone(),
+                cfg.leader_lease,
+                ctx.shutdown.clone(),
+                ctx.health.clone(),
+            ),
+        );
         let watcher = {
             let (lost, term) = (held.lost().clone(), term.clone());
-            tokio::spawn(async move {
+            ctx.tasks.spawn_named("term-watcher", async move {
                 tokio::select! {
                     _ = lost.cancelled() => term.cancel(),
                     _ = term.cancelled() => {}
                 }
             })
         };
-        let engine = Correlator::new(settings.clone())
-            .map_err(|e| ServiceError::Setup(format!("[correlator] {e}")))?;
+        let engine = Correlator::new(settings.clone())?;
         let mut processor =
             Processor::new(engine, effects.clone(), cfg.max_tracked_ids, term.clone())
                 .with_flush_interval(cfg.record_flush_interval);

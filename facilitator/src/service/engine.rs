@@ -74,7 +74,7 @@ impl Facilitator {
     ) -> Result<Debate, ServiceError> {
         challenge
             .validate()
-            .map_err(|e| ServiceError::Debate(DebateError::InvalidChallenge(e)))?;
+            .map_err(|e| ServiceError::Debate(DebateError::InvalidChallenge(e.to_string())))?;
         let id = challenge
             .debate_id
             .clone()

@@ -5,9 +5,26 @@ use caucus_shared::envelope::DecodeError;
 use caucus_shared::nats::dlq::DlqReason;
 use caucus_shared::nats::ApiError;
 
+use caucus_shared::config::InvalidSetting;
+
 use super::store::StoreError;
 use super::sync::SyncError;
+use crate::credibility::CredibilityError;
 use crate::debate::DebateError;
+
+/// Errors that stop the facilitator from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A `[facilitator]` setting breaks a rule.
+    #[error("config: {0}")]
+    Config(#[from] InvalidSetting),
+    /// The credibility parameters are inconsistent.
+    #[error("config: {0}")]
+    Credibility(#[from] CredibilityError),
+    /// A bucket, consumer or the expert queues could not be set up.
+    #[error(transparent)]
+    Infra(#[from] caucus_shared::Error),
+}
 
 /// What can go wrong handling a message or an API call.
 #[derive(Debug, thiserror::Error)]

@@ -21,13 +21,13 @@ pub mod timer;
 use std::sync::Arc;
 use std::time::Duration;
 
-use caucus_shared::config::FacilitatorConfig;
+use caucus_shared::config::{FacilitatorConfig, InvalidSetting};
 use caucus_shared::nats::ensure_kv;
 use caucus_shared::service::{Exit, Service, ServiceContext};
-use caucus_shared::{Config, Error};
+use caucus_shared::Error;
 
 pub use engine::Facilitator;
-pub use error::ServiceError;
+pub use error::{ServiceError, StartError};
 
 use crate::credibility::CredibilityParams;
 use crate::debate::Timeouts;
@@ -39,26 +39,24 @@ pub const DEBATES_BUCKET: &str = "debates";
 pub const CREDIBILITY_BUCKET: &str = "credibility";
 
 /// Checks the `[facilitator]` section.
-pub fn validate_config(cfg: &FacilitatorConfig) -> Result<(), Error> {
-    let bad = |m: &str| Err(Error::Config(format!("facilitator.{m}")));
+pub fn validate_config(cfg: &FacilitatorConfig) -> Result<(), StartError> {
+    let bad = |key: &'static str, problem: &str| Err(InvalidSetting::new(key, problem).into());
     if cfg.experts.is_empty() {
-        return bad("experts must name at least one expert");
+        return bad("facilitator.experts", "must name at least one expert");
     }
     if cfg.expert_max_concurrent == 0 {
-        return bad("expert_max_concurrent must be > 0");
+        return bad("facilitator.expert_max_concurrent", "must be > 0");
     }
     if cfg.sync_lock_ttl <= cfg.flush_timeout {
-        return bad("sync_lock_ttl must exceed flush_timeout");
+        return bad("facilitator.sync_lock_ttl", "must exceed flush_timeout");
     }
     if cfg.expert_slot_ttl <= cfg.human_timeout {
-        return bad("expert_slot_ttl must exceed human_timeout");
+        return bad("facilitator.expert_slot_ttl", "must exceed human_timeout");
     }
     if cfg.timer_tick.is_zero() {
-        return bad("timer_tick must be > 0");
+        return bad("facilitator.timer_tick", "must be > 0");
     }
-    CredibilityParams::from_config(cfg)
-        .validate()
-        .map_err(|e| Error::Config(e.to_string()))
+    Ok(CredibilityParams::from_config(cfg).validate()?)
 }
 
 /// Builds the facilitator on a started service's context.
@@ -128,11 +126,10 @@ pub async fn build(ctx: &ServiceContext) -> Result<Facilitator, Error> {
     })
 }
 
-/// Starts the process: connect, buckets, API, consumers, timer; runs until
-/// a signal.
-pub async fn serve(service: &str, config: Config) -> Result<Exit, Error> {
-    validate_config(&config.facilitator)?;
-    let mut svc = Service::start(service, config).await?;
+/// Runs the facilitator on a started service: config check, buckets,
+/// API, consumers, timer; runs until a signal.
+pub async fn serve(mut svc: Service) -> Result<Exit, StartError> {
+    validate_config(&svc.context().config.facilitator)?;
     let fac = Arc::new(build(svc.context()).await?);
     let consumers = consume::ensure_consumers(
         &svc.context().js,
@@ -147,8 +144,9 @@ pub async fn serve(service: &str, config: Config) -> Result<Exit, Error> {
     )
     .await?;
     api::install(&mut svc, fac.clone());
-    svc.run(move |ctx| run(ctx, fac, consumers, regime_consumer))
-        .await
+    Ok(svc
+        .run(move |ctx| run(ctx, fac, consumers, regime_consumer))
+        .await?)
 }
 
 async fn run(
@@ -156,37 +154,46 @@ async fn run(
     fac: Arc<Facilitator>,
     consumers: Vec<async_nats::jetstream::consumer::PullConsumer>,
     regime_consumer: async_nats::jetstream::consumer::PullConsumer,
-) -> Result<(), String> {
+) -> Result<(), std::convert::Infallible> {
     let cfg = &ctx.config.facilitator;
-    ctx.tasks.spawn(regime::run(
-        regime_consumer,
-        fac.regime.clone(),
-        ctx.dlq.clone(),
-        ctx.config.max_body_bytes,
-        ctx.shutdown.clone(),
-    ));
-    let index = timer::DueIndex::default();
-    ctx.tasks.spawn(timer::watch(
-        fac.clone(),
-        index.clone(),
-        cfg.timer_tick,
-        ctx.shutdown.clone(),
-    ));
-    ctx.tasks.spawn(timer::run(
-        fac.clone(),
-        index,
-        cfg.timer_tick,
-        ctx.shutdown.clone(),
-    ));
-    for c in consumers {
-        ctx.tasks.spawn(consume::run(
-            c,
-            fac.clone(),
+    ctx.tasks.spawn_named(
+        "regime",
+        regime::run(
+            regime_consumer,
+            fac.regime.clone(),
             ctx.dlq.clone(),
             ctx.config.max_body_bytes,
             ctx.shutdown.clone(),
-            ctx.tasks.clone(),
-        ));
+        ),
+    );
+    let index = timer::DueIndex::default();
+    ctx.tasks.spawn_named(
+        "timer-watch",
+        timer::watch(
+            fac.clone(),
+            index.clone(),
+            cfg.timer_tick,
+            ctx.shutdown.clone(),
+        ),
+    );
+    ctx.tasks.spawn_named(
+        "timer",
+        timer::run(fac.clone(), index, cfg.timer_tick, ctx.shutdown.clone()),
+    );
+    for c in consumers {
+        ctx.tasks.spawn_named(
+            "consume",
+            consume::run(
+                c,
+                fac.clone(),
+                ctx.dlq.clone(),
+                ctx.config.max_body_bytes,
+                ctx.shutdown.clone(),
+                // Per-message work: tracked, not supervised (consume.rs
+                // takes the plain tracker).
+                ctx.tasks.tracker().clone(),
+            ),
+        );
     }
     ctx.shutdown.cancelled().await;
     Ok(())

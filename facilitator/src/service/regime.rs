@@ -102,12 +102,12 @@ impl CurrentRegime {
     }
 
     /// Stores a new regime.
-    pub async fn set(&self, r: RegimeRecord) -> Result<(), String> {
-        let bytes = serde_json::to_vec(&r).map_err(|e| e.to_string())?;
+    pub async fn set(&self, r: RegimeRecord) -> Result<(), caucus_shared::Error> {
+        let bytes = serde_json::to_vec(&r)?;
         self.kv
             .put(REGIME_KEY, bytes.into())
             .await
-            .map_err(|e| format!("store regime: {e}"))?;
+            .map_err(|e| caucus_shared::Error::nats(format!("store regime: {e}")))?;
         if let Ok(mut c) = self.cached.write() {
             *c = r;
         }

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::InvalidSetting;
 use crate::task::ErrorClass;
 
 /// Coordinator settings.
@@ -204,30 +205,40 @@ impl TierRule {
 
 impl CoordinatorConfig {
     /// Checks the pause, batch and tier settings.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
+        let bad = |key: &'static str, problem: String| Err(InvalidSetting::new(key, problem));
         if self.batch_concurrency == 0 {
-            return Err("coordinator.batch_concurrency must be at least 1".into());
+            return bad("coordinator.batch_concurrency", "must be at least 1".into());
         }
         if !(self.batch_failure_ratio > 0.0 && self.batch_failure_ratio <= 1.0) {
-            return Err(format!(
-                "coordinator.batch_failure_ratio {} must be in (0, 1]",
-                self.batch_failure_ratio
-            ));
+            return bad(
+                "coordinator.batch_failure_ratio",
+                format!("{} must be in (0, 1]", self.batch_failure_ratio),
+            );
         }
         if self.submit_chunk == 0 {
-            return Err("coordinator.submit_chunk must be at least 1".into());
+            return bad("coordinator.submit_chunk", "must be at least 1".into());
         }
         if self.submission_ttl.is_zero() {
-            return Err("coordinator.submission_ttl must be above 0".into());
+            return bad("coordinator.submission_ttl", "must be above 0".into());
         }
         if self.research_max_streams == 0 {
-            return Err("coordinator.research_max_streams must be at least 1".into());
+            return bad(
+                "coordinator.research_max_streams",
+                "must be at least 1".into(),
+            );
         }
         if self.gate_reminders.windows(2).any(|w| w[0] > w[1]) {
-            return Err("coordinator.gate_reminders must be in ascending order".into());
+            return bad(
+                "coordinator.gate_reminders",
+                "must be in ascending order".into(),
+            );
         }
         if self.pause_reminders.windows(2).any(|w| w[0] > w[1]) {
-            return Err("coordinator.pause_reminders must be in ascending order".into());
+            return bad(
+                "coordinator.pause_reminders",
+                "must be in ascending order".into(),
+            );
         }
         let agent = &self.level_review_agent;
         if agent.is_empty()
@@ -235,16 +246,17 @@ impl CoordinatorConfig {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
         {
-            return Err(format!(
-                "coordinator.level_review_agent `{agent}` must match [a-z0-9_-]+"
-            ));
+            return bad(
+                "coordinator.level_review_agent",
+                format!("`{agent}` must match [a-z0-9_-]+"),
+            );
         }
         for r in &self.failure_tiers {
             if !(1..=3).contains(&r.tier) {
-                return Err(format!(
-                    "coordinator.failure_tiers rule `{}`: tier {} must be 1, 2 or 3",
-                    r.name, r.tier
-                ));
+                return bad(
+                    "coordinator.failure_tiers",
+                    format!("rule `{}`: tier {} must be 1, 2 or 3", r.name, r.tier),
+                );
             }
         }
         Ok(())
@@ -339,7 +351,11 @@ mod tests {
     fn bad_tier_settings_are_named() {
         let mut c = CoordinatorConfig::default();
         c.failure_tiers[0].tier = 4;
-        assert!(c.validate().unwrap_err().contains("handler_bug"));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("handler_bug"));
         let c = CoordinatorConfig {
             batch_failure_ratio: 0.0,
             ..CoordinatorConfig::default()
@@ -377,7 +393,11 @@ mod tests {
             level_review_agent: "Bad Agent".into(),
             ..CoordinatorConfig::default()
         };
-        assert!(c.validate().unwrap_err().contains("level_review_agent"));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("level_review_agent"));
     }
 
     #[test]
@@ -404,6 +424,10 @@ mod tests {
             submit_chunk: 0,
             ..CoordinatorConfig::default()
         };
-        assert!(c.validate().unwrap_err().contains("submit_chunk"));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("submit_chunk"));
     }
 }

@@ -14,6 +14,7 @@
 mod coordinator;
 mod correlator;
 mod facilitator;
+mod invalid;
 mod layers;
 mod nats;
 mod redis;
@@ -27,6 +28,7 @@ use serde::{Deserialize, Serialize};
 pub use coordinator::{CoordinatorConfig, LevelReviewMode, TierRule};
 pub use correlator::CorrelatorConfig;
 pub use facilitator::FacilitatorConfig;
+pub use invalid::InvalidSetting;
 pub use layers::{CommonArgs, ConfigLoader};
 pub use nats::NatsConfig;
 pub use redis::RedisConfig;

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::validate::opt_unit_interval;
-use super::MessageContent;
+use super::{MessageContent, ValidationError};
 use crate::envelope::MessageType;
 
 /// Free-form alert content. The named fields are those of the seed's macro
@@ -37,7 +37,7 @@ pub struct Alert {
 impl MessageContent for Alert {
     const MESSAGE_TYPE: MessageType = MessageType::Alert;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         opt_unit_interval("confidence", self.confidence)
     }
 }

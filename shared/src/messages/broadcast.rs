@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::Alert;
+use super::{Alert, ValidationError};
 use crate::envelope::{Envelope, MessageType, Priority};
 
 /// `event_type` of a market-regime change.
@@ -40,13 +40,11 @@ impl MacroEvent {
     }
 
     /// Parses the wire name.
-    pub fn parse(s: &str) -> Result<MacroEvent, String> {
+    pub fn parse(s: &str) -> Result<MacroEvent, ValidationError> {
         match s {
             REGIME_CHANGE => Ok(MacroEvent::RegimeChange),
             RATE_ANNOUNCEMENT => Ok(MacroEvent::RateAnnouncement),
-            other => Err(format!(
-                "event_type `{other}` is not a macro broadcast; use `{REGIME_CHANGE}` or `{RATE_ANNOUNCEMENT}`"
-            )),
+            other => Err(ValidationError::NotMacroEvent(other.to_string())),
         }
     }
 }
@@ -83,18 +81,15 @@ pub struct MacroBroadcast {
 
 impl MacroBroadcast {
     /// Checks the fields an event of its type needs.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ValidationError> {
         if !(self.confidence.is_finite() && (0.0..=1.0).contains(&self.confidence)) {
-            return Err(format!(
-                "confidence must be within 0..=1, got {}",
-                self.confidence
-            ));
+            return Err(ValidationError::Confidence(self.confidence));
         }
         let finite = |name: &str, v: f64| {
             if v.is_finite() {
                 Ok(())
             } else {
-                Err(format!("{name} must be a finite number"))
+                Err(ValidationError::NotFinite(name.to_string()))
             }
         };
         if let Some(x) = self.discount_rate_adjustment {
@@ -114,12 +109,20 @@ impl MacroBroadcast {
                     .as_deref()
                     .is_none_or(|r| r.trim().is_empty())
                 {
-                    return Err("a regime_change needs new_regime".into());
+                    return Err(ValidationError::Missing {
+                        event: REGIME_CHANGE,
+                        field: "new_regime",
+                    });
                 }
             }
             MacroEvent::RateAnnouncement => match self.rate_change_bps {
                 Some(b) => finite("rate_change_bps", b)?,
-                None => return Err("a rate_announcement needs rate_change_bps".into()),
+                None => {
+                    return Err(ValidationError::Missing {
+                        event: RATE_ANNOUNCEMENT,
+                        field: "rate_change_bps",
+                    })
+                }
             },
         }
         Ok(())
@@ -127,21 +130,16 @@ impl MacroBroadcast {
 
     /// `Ok` when the seed calls the event system-critical (regime change
     /// with confidence > 0.8, rate move of 25 bps or more); otherwise why not.
-    pub fn is_system_critical(&self) -> Result<(), String> {
+    pub fn is_system_critical(&self) -> Result<(), BelowThreshold> {
         match self.event_type {
             MacroEvent::RegimeChange if self.confidence > MIN_REGIME_CONFIDENCE => Ok(()),
-            MacroEvent::RegimeChange => Err(format!(
-                "regime change confidence {} is not above {MIN_REGIME_CONFIDENCE}: reported, not broadcast",
-                self.confidence
-            )),
+            MacroEvent::RegimeChange => Err(BelowThreshold::Confidence(self.confidence)),
             MacroEvent::RateAnnouncement => {
                 let bps = self.rate_change_bps.unwrap_or(0.0);
                 if bps.abs() >= MIN_RATE_CHANGE_BPS {
                     Ok(())
                 } else {
-                    Err(format!(
-                        "rate change of {bps} bps is below {MIN_RATE_CHANGE_BPS} bps: reported, not broadcast"
-                    ))
+                    Err(BelowThreshold::RateMove(bps))
                 }
             }
         }
@@ -196,14 +194,43 @@ impl MacroBroadcast {
 
     /// The `system_critical` alert envelope to every agent (`to_agent` =
     /// `all`); publish it on `caucus.msg.all` with its id as `Nats-Msg-Id`.
-    pub fn envelope(&self, from_agent: &str) -> Result<Envelope, String> {
+    pub fn envelope(&self, from_agent: &str) -> Result<Envelope, BroadcastError> {
         self.validate()?;
-        let content = serde_json::to_value(self.content()).map_err(|e| e.to_string())?;
+        let content = serde_json::to_value(self.content())?;
         Ok(Envelope::new(MessageType::Alert, from_agent, content)
             .to("all")
             .with_priority(Priority::SystemCritical)
             .with_requires_response(false))
     }
+}
+
+/// Why a valid macro event is reported but not broadcast.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BelowThreshold {
+    /// A regime change not above [`MIN_REGIME_CONFIDENCE`].
+    #[error("regime change confidence {0} is not above {MIN_REGIME_CONFIDENCE}: reported, not broadcast")]
+    Confidence(f64),
+    /// A rate move smaller than [`MIN_RATE_CHANGE_BPS`] (basis points).
+    #[error("rate change of {0} bps is below {MIN_RATE_CHANGE_BPS} bps: reported, not broadcast")]
+    RateMove(f64),
+}
+
+/// Serialises as its message (the macro agent's output `reason`).
+impl Serialize for BelowThreshold {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Why [`MacroBroadcast::envelope`] could not build the broadcast.
+#[derive(Debug, thiserror::Error)]
+pub enum BroadcastError {
+    /// The event misses a field or has one out of range.
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    /// The alert content did not serialise.
+    #[error("alert content: {0}")]
+    Encode(#[from] serde_json::Error),
 }
 
 /// The seed's recommended actions for each event.
@@ -280,7 +307,7 @@ mod tests {
     fn regime_changes_are_critical_only_above_080() {
         assert!(regime(0.85).is_system_critical().is_ok());
         let e = regime(0.8).is_system_critical().unwrap_err();
-        assert!(e.contains("not above 0.8"), "{e}");
+        assert!(e.to_string().contains("not above 0.8"), "{e}");
     }
 
     #[test]
@@ -294,7 +321,11 @@ mod tests {
         b.rate_change_bps = Some(10.0);
         assert!(b.is_system_critical().is_err());
         b.rate_change_bps = None;
-        assert!(b.validate().unwrap_err().contains("rate_change_bps"));
+        assert!(b
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("rate_change_bps"));
     }
 
     #[test]
@@ -315,12 +346,13 @@ mod tests {
     #[test]
     fn missing_or_bad_fields_are_named() {
         let mut b = regime(1.5);
-        assert!(b.validate().unwrap_err().contains("confidence"));
+        assert!(b.validate().unwrap_err().to_string().contains("confidence"));
         b.confidence = 0.9;
         b.new_regime = Some(" ".into());
-        assert!(b.validate().unwrap_err().contains("new_regime"));
+        assert!(b.validate().unwrap_err().to_string().contains("new_regime"));
         assert!(MacroEvent::parse("gossip")
             .unwrap_err()
+            .to_string()
             .contains("regime_change"));
     }
 

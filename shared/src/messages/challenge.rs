@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::validate::{non_empty, opt_unit_interval};
-use super::MessageContent;
+use super::{MessageContent, ValidationError};
 use crate::envelope::MessageType;
 
 /// How much a debate blocks; decides queue order and overflow handling.
@@ -92,7 +92,7 @@ impl Position {
         self.value.as_ref().and_then(assumption_value)
     }
 
-    pub(crate) fn validate(&self, field: &str) -> Result<(), String> {
+    pub(crate) fn validate(&self, field: &str) -> Result<(), ValidationError> {
         non_empty(&format!("{field}.statement"), &self.statement)?;
         opt_unit_interval(&format!("{field}.confidence"), self.confidence)
     }
@@ -157,15 +157,14 @@ pub struct Challenge {
 impl MessageContent for Challenge {
     const MESSAGE_TYPE: MessageType = MessageType::Challenge;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         non_empty("challenge_id", &self.challenge_id)?;
         non_empty("challenger", &self.challenger)?;
         non_empty("challenged", &self.challenged)?;
         if self.challenger == self.challenged {
-            return Err(format!(
-                "challenger and challenged are both `{}`: an agent cannot challenge itself",
-                self.challenger
-            ));
+            return Err(ValidationError::SelfChallenge {
+                agent: self.challenger.clone(),
+            });
         }
         non_empty("disputed_finding", &self.disputed_finding)?;
         if let Some(p) = &self.challenger_position {

@@ -15,7 +15,7 @@ pub trait MessageContent: Serialize + DeserializeOwned {
     const MESSAGE_TYPE: MessageType;
 
     /// Checks serde cannot express; the error text names the field.
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         Ok(())
     }
 }
@@ -23,9 +23,12 @@ pub trait MessageContent: Serialize + DeserializeOwned {
 impl MessageContent for TaskDispatch {
     const MESSAGE_TYPE: MessageType = MessageType::TaskDispatch;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         if self.attempt == 0 {
-            return Err("attempt: starts at 1".into());
+            return Err(ValidationError::Rule {
+                field: "attempt",
+                rule: "starts at 1",
+            });
         }
         Ok(())
     }
@@ -34,9 +37,12 @@ impl MessageContent for TaskDispatch {
 impl MessageContent for TaskEvent {
     const MESSAGE_TYPE: MessageType = MessageType::TaskEvent;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         if self.attempt == 0 {
-            return Err("attempt: starts at 1".into());
+            return Err(ValidationError::Rule {
+                field: "attempt",
+                rule: "starts at 1",
+            });
         }
         Ok(())
     }
@@ -109,7 +115,7 @@ pub(crate) fn typed<T: MessageContent>(
         )));
     }
     let parsed: T = from_value_at(value).map_err(|e| invalid(e.to_string()))?;
-    parsed.validate().map_err(invalid)?;
+    parsed.validate().map_err(|e| invalid(e.to_string()))?;
     Ok(parsed)
 }
 

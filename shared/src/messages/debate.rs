@@ -8,14 +8,14 @@ use serde_json::Value;
 
 use super::challenge::Position;
 use super::validate::{non_empty, opt_unit_interval};
-use super::MessageContent;
+use super::{MessageContent, ValidationError};
 use crate::envelope::MessageType;
 
-fn level(field: &str, level: u8) -> Result<(), String> {
+fn level(field: &'static str, level: u8) -> Result<(), ValidationError> {
     if (1..=5).contains(&level) {
         Ok(())
     } else {
-        Err(format!("{field}: debate levels are 1..=5, got {level}"))
+        Err(ValidationError::Level { field, level })
     }
 }
 
@@ -41,7 +41,7 @@ pub struct DebateAck {
 impl MessageContent for DebateAck {
     const MESSAGE_TYPE: MessageType = MessageType::DebateAck;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         non_empty("debate_id", &self.debate_id)
     }
 }
@@ -71,7 +71,7 @@ pub struct DebateEvidence {
 impl MessageContent for DebateEvidence {
     const MESSAGE_TYPE: MessageType = MessageType::DebateEvidence;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         non_empty("debate_id", &self.debate_id)?;
         match &self.position {
             Some(p) => p.validate("position"),
@@ -98,7 +98,7 @@ pub struct DebateVerdict {
 impl MessageContent for DebateVerdict {
     const MESSAGE_TYPE: MessageType = MessageType::DebateVerdict;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         non_empty("debate_id", &self.debate_id)
     }
 }
@@ -128,15 +128,15 @@ pub struct DebateEscalation {
 impl MessageContent for DebateEscalation {
     const MESSAGE_TYPE: MessageType = MessageType::DebateEscalation;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         non_empty("debate_id", &self.debate_id)?;
         level("from_level", self.from_level)?;
         level("to_level", self.to_level)?;
         if self.to_level <= self.from_level {
-            return Err(format!(
-                "to_level {} must be above from_level {}",
-                self.to_level, self.from_level
-            ));
+            return Err(ValidationError::LevelOrder {
+                from: self.from_level,
+                to: self.to_level,
+            });
         }
         non_empty("reason", &self.reason)
     }
@@ -205,7 +205,7 @@ pub struct DebateResolution {
 impl MessageContent for DebateResolution {
     const MESSAGE_TYPE: MessageType = MessageType::DebateResolution;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         non_empty("debate_id", &self.debate_id)?;
         level("level", self.level)?;
         opt_unit_interval("confidence", self.confidence)?;

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::validate::{non_empty, opt_unit_interval};
-use super::MessageContent;
+use super::{MessageContent, ValidationError};
 use crate::envelope::MessageType;
 
 /// A request for specific analysis (seed: targeted query, scope and
@@ -38,7 +38,7 @@ pub struct Request {
 impl MessageContent for Request {
     const MESSAGE_TYPE: MessageType = MessageType::Request;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         non_empty("query", &self.query)
     }
 }
@@ -70,7 +70,7 @@ pub struct Confirmation {
 impl MessageContent for Confirmation {
     const MESSAGE_TYPE: MessageType = MessageType::Confirmation;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         non_empty("finding", &self.finding)?;
         opt_unit_interval("confidence", self.confidence)
     }

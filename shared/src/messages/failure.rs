@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::validate::{non_empty, non_empty_list};
-use super::MessageContent;
+use super::{MessageContent, ValidationError};
 use crate::envelope::MessageType;
 
 /// An agent failed on an item (published on `caucus.failures.<agent_type>`).
@@ -43,7 +43,7 @@ impl AgentFailureEvent {
 impl MessageContent for AgentFailureEvent {
     const MESSAGE_TYPE: MessageType = MessageType::AgentFailureEvent;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         non_empty("stock_ticker", &self.stock_ticker)?;
         non_empty("agent_type", &self.agent_type)?;
         non_empty("error_type", &self.error_type)
@@ -77,7 +77,7 @@ pub struct CorrelationDetected {
 impl MessageContent for CorrelationDetected {
     const MESSAGE_TYPE: MessageType = MessageType::CorrelationDetected;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         non_empty("correlation_id", &self.correlation_id)?;
         non_empty_list("stock_tickers", &self.stock_tickers)
     }
@@ -101,7 +101,7 @@ pub struct BatchTrigger {
 impl MessageContent for BatchTrigger {
     const MESSAGE_TYPE: MessageType = MessageType::BatchTrigger;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         non_empty_list("stock_ids", &self.stock_ids)?;
         non_empty("correlation_id", &self.correlation_id)
     }

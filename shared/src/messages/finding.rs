@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::validate::{non_empty, opt_unit_interval, unit_interval};
-use super::MessageContent;
+use super::{MessageContent, ValidationError};
 use crate::envelope::MessageType;
 
 /// An analytical result (seed: "Finding: share analytical results").
@@ -66,7 +66,7 @@ impl Finding {
 impl MessageContent for Finding {
     const MESSAGE_TYPE: MessageType = MessageType::Finding;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         non_empty("finding", &self.finding)?;
         unit_interval("confidence", self.confidence)
     }
@@ -115,7 +115,7 @@ pub struct FindingWithPrecedent {
 impl MessageContent for FindingWithPrecedent {
     const MESSAGE_TYPE: MessageType = MessageType::FindingWithPrecedent;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         self.base.validate()?;
         let h = &self.historical_context;
         opt_unit_interval(

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::validate::{non_empty, non_empty_list};
-use super::MessageContent;
+use super::{MessageContent, ValidationError};
 use crate::envelope::MessageType;
 
 fn default_max_concurrency() -> u32 {
@@ -33,7 +33,7 @@ pub struct PauseRequest {
 impl MessageContent for PauseRequest {
     const MESSAGE_TYPE: MessageType = MessageType::PauseRequest;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         non_empty("stock_id", &self.stock_id)
     }
 }
@@ -59,7 +59,7 @@ pub struct PauseComplete {
 impl MessageContent for PauseComplete {
     const MESSAGE_TYPE: MessageType = MessageType::PauseComplete;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         non_empty("stock_id", &self.stock_id)
     }
 }
@@ -97,7 +97,7 @@ pub struct ResumeCommand {
 impl MessageContent for ResumeCommand {
     const MESSAGE_TYPE: MessageType = MessageType::ResumeCommand;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         non_empty("stock_id", &self.stock_id)
     }
 }
@@ -119,11 +119,14 @@ pub struct BatchPauseRequest {
 impl MessageContent for BatchPauseRequest {
     const MESSAGE_TYPE: MessageType = MessageType::BatchPauseRequest;
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ValidationError> {
         non_empty_list("stock_ids", &self.stock_ids)?;
         non_empty("batch_id", &self.batch_id)?;
         if self.max_concurrency == 0 {
-            return Err("max_concurrency: must be at least 1".into());
+            return Err(ValidationError::Rule {
+                field: "max_concurrency",
+                rule: "must be at least 1",
+            });
         }
         Ok(())
     }

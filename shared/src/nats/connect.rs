@@ -1,12 +1,14 @@
 //! Connecting to NATS: auth and TLS from config, bounded retry at start-up,
 //! then async-nats' own endless reconnect for the life of the process.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use async_nats::{ConnectErrorKind, ConnectOptions, Event};
+use backon::Retryable;
 
 use crate::config::NatsConfig;
-use crate::redis::redact_url;
+use crate::redis::{redact_url, startup_backoff};
 use crate::Error;
 
 /// Connects with the configured credentials, retrying with exponential
@@ -21,37 +23,46 @@ pub async fn connect(cfg: &NatsConfig, name: &str) -> Result<async_nats::Client,
     let shown = redacted_urls(&cfg.url);
     let attempts = cfg.connect_attempts.max(1);
     let started = Instant::now();
-    let mut pause = Duration::from_millis(50);
-    let mut last_error = String::new();
-    for attempt in 1..=attempts {
-        let opts = options(cfg, name, &shown).await?;
+    let attempt = AtomicU32::new(0);
+    let once = || async {
+        let n = attempt.fetch_add(1, Ordering::Relaxed) + 1;
+        let opts = options(cfg, name, &shown).await.map_err(Attempt::Fatal)?;
         match opts.connect(servers.clone()).await {
             Ok(client) => {
-                tracing::debug!(url = %shown, attempt, "connected to NATS");
-                return Ok(client);
+                tracing::debug!(url = %shown, attempt = n, "connected to NATS");
+                Ok(client)
             }
-            Err(e) if is_permanent(e.kind()) => {
-                return Err(Error::nats(format!(
-                    "NATS at {shown} refused the connection: {e}"
-                )));
-            }
+            Err(e) if is_permanent(e.kind()) => Err(Attempt::Fatal(Error::nats(format!(
+                "NATS at {shown} refused the connection: {e}"
+            )))),
             Err(e) => {
-                last_error = e.to_string();
-                tracing::warn!(url = %shown, attempt, attempts, error = %e, "NATS not reachable yet");
+                tracing::warn!(url = %shown, attempt = n, attempts, error = %e, "NATS not reachable yet");
+                Err(Attempt::Transient(e.to_string()))
             }
         }
-        if attempt < attempts {
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(cfg.connect_backoff_max);
-        }
+    };
+    let outcome = once
+        .retry(startup_backoff(attempts, cfg.connect_backoff_max))
+        .when(|e| matches!(e, Attempt::Transient(_)))
+        .await;
+    match outcome {
+        Ok(client) => Ok(client),
+        Err(Attempt::Fatal(e)) => Err(e),
+        Err(Attempt::Transient(last_error)) => Err(Error::Unreachable {
+            what: "NATS",
+            url: shown,
+            attempts: attempt.load(Ordering::Relaxed),
+            elapsed: started.elapsed(),
+            last_error,
+        }),
     }
-    Err(Error::Unreachable {
-        what: "NATS",
-        url: shown,
-        attempts,
-        elapsed: started.elapsed(),
-        last_error,
-    })
+}
+
+/// One connection attempt's failure: `Fatal` ends the retries (bad
+/// credentials, TLS, config), `Transient` (the last error's text) does not.
+enum Attempt {
+    Fatal(Error),
+    Transient(String),
 }
 
 /// Waits until the server has processed everything this client sent so

@@ -1,6 +1,9 @@
 //! A pooled Redis connection, established with retry and backoff.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+use backon::{ExponentialBuilder, Retryable};
 
 use crate::config::RedisConfig;
 use crate::Error;
@@ -23,34 +26,40 @@ pub async fn connect(cfg: &RedisConfig) -> Result<RedisPool, Error> {
         .map_err(Error::pool)?;
     let started = Instant::now();
     let attempts = cfg.connect_attempts.max(1);
-    let mut pause = Duration::from_millis(50);
-    let mut last_error = String::new();
-    for attempt in 1..=attempts {
-        match ping(&pool).await {
-            Ok(()) => return Ok(pool),
-            Err(e) => last_error = e,
-        }
-        if attempt < attempts {
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(cfg.connect_backoff_max);
-        }
-    }
-    Err(Error::Unreachable {
-        what: "Redis",
-        url: redact_url(&cfg.url),
-        attempts,
-        elapsed: started.elapsed(),
-        last_error,
+    let attempt = AtomicU32::new(0);
+    let outcome = (|| async {
+        attempt.fetch_add(1, Ordering::Relaxed);
+        ping(&pool).await
     })
+    .retry(startup_backoff(attempts, cfg.connect_backoff_max))
+    .await;
+    match outcome {
+        Ok(()) => Ok(pool),
+        Err(e) => Err(Error::Unreachable {
+            what: "Redis",
+            url: redact_url(&cfg.url),
+            attempts: attempt.load(Ordering::Relaxed),
+            elapsed: started.elapsed(),
+            last_error: e.to_string(),
+        }),
+    }
 }
 
-pub(crate) async fn ping(pool: &RedisPool) -> Result<(), String> {
-    let mut c = pool.get().await.map_err(|e| e.to_string())?;
-    redis::cmd("PING")
-        .query_async::<String>(&mut c)
-        .await
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+/// The start-up backoff of both servers: `attempts` tries in all, pauses
+/// doubling from 50 ms up to `max`.
+pub(crate) fn startup_backoff(attempts: u32, max: Duration) -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(50))
+        .with_factor(2.0)
+        .with_max_delay(max)
+        .with_max_times(attempts.saturating_sub(1) as usize)
+}
+
+/// One `PING` on a pooled connection.
+pub(crate) async fn ping(pool: &RedisPool) -> Result<(), Error> {
+    let mut c = pool.get().await.map_err(Error::pool)?;
+    redis::cmd("PING").query_async::<String>(&mut c).await?;
+    Ok(())
 }
 
 /// `redis://user:secret@host` → `redis://user:***@host` (same for nats URLs).

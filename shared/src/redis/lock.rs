@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::keys;
 use super::scripts::{self, check_id, run, ttl_ms};
 use super::RedisPool;
+use super::{keys, poll};
 use crate::Error;
 
 /// Shortest and longest pause between attempts in [`OwnedLock::acquire`].
@@ -78,22 +78,10 @@ impl OwnedLock {
     /// succeeds (`true`) or `deadline` passes (`false`). At least one attempt
     /// is made, even if the deadline has already passed.
     pub async fn acquire(&self, ttl: Duration, deadline: Instant) -> Result<bool, Error> {
-        let mut pause = BACKOFF_MIN;
-        loop {
-            if self.try_acquire(ttl).await? {
-                return Ok(true);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(false);
-            }
-            // A little jitter keeps contenders that started together from
-            // retrying in lockstep.
-            let jitter =
-                Duration::from_millis(rand::random_range(0..=pause.as_millis() as u64 / 2));
-            tokio::time::sleep((pause + jitter).min(deadline - now)).await;
-            pause = (pause * 2).min(BACKOFF_MAX);
-        }
+        // Jitter keeps contenders that started together from retrying in
+        // lockstep.
+        let schedule = poll::schedule(BACKOFF_MIN, BACKOFF_MAX, true);
+        poll::until(deadline, schedule, || self.try_acquire(ttl)).await
     }
 
     /// Sets the TTL to `ttl` from now, only if this owner holds the lock.

@@ -14,12 +14,13 @@ mod counter;
 pub mod keys;
 pub mod leadership;
 mod lock;
+mod poll;
 mod scripts;
 mod semaphore;
 mod sync_gate;
 
-pub(crate) use connect::ping;
 pub use connect::{connect, redact_url, RedisPool};
+pub(crate) use connect::{ping, startup_backoff};
 pub use counter::{AddOutcome, BoundedCounter};
 pub use keys::{validate_name, DEFAULT_PREFIX};
 pub use lock::OwnedLock;

@@ -23,7 +23,7 @@ use async_nats::HeaderMap;
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::{keys, OwnedLock, RedisPool};
+use super::{keys, poll, OwnedLock, RedisPool};
 use crate::subjects::Subjects;
 use crate::Error;
 
@@ -52,18 +52,11 @@ pub async fn wait_unlocked(
 ) -> Result<bool, Error> {
     let lock = OwnedLock::new(redis.clone(), prefix, &sync_lock_name(agent), "observer")?;
     let deadline = Instant::now() + max_wait;
-    let mut pause = POLL_MIN;
-    loop {
-        if lock.owner().await?.is_none() {
-            return Ok(true);
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return Ok(false);
-        }
-        tokio::time::sleep(pause.min(deadline - now)).await;
-        pause = (pause * 2).min(POLL_MAX);
-    }
+    let schedule = poll::schedule(POLL_MIN, POLL_MAX, false);
+    poll::until(deadline, schedule, || async {
+        Ok(lock.owner().await?.is_none())
+    })
+    .await
 }
 
 /// Why a finding went out without the lock being seen free.

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use caucus_shared::envelope::Envelope;
 use caucus_shared::nats::dlq::Dlq;
+use caucus_shared::service::Tasks;
 use caucus_shared::subjects::{StreamKind, Subjects};
 
 use super::market::{MarketState, Outcome};
@@ -59,13 +60,13 @@ impl Broadcasts {
         max_bytes: usize,
         wait: Duration,
         shutdown: CancellationToken,
-        tracker: &tokio_util::task::TaskTracker,
-    ) -> Result<Broadcasts, String> {
+        tracker: &Tasks,
+    ) -> Result<Broadcasts, caucus_shared::Error> {
         let name = subjects.stream(StreamKind::Messages);
         let stream = js
             .get_stream(&name)
             .await
-            .map_err(|e| format!("stream {name}: {e}"))?;
+            .map_err(|e| caucus_shared::Error::nats(format!("stream {name}: {e}")))?;
         let subject = subjects.msg_all();
         let consumer = stream
             .create_consumer(OrderedConfig {
@@ -76,21 +77,17 @@ impl Broadcasts {
                 ..Default::default()
             })
             .await
-            .map_err(|e| format!("broadcast consumer on {name}: {e}"))?;
+            .map_err(|e| caucus_shared::Error::consumer("broadcast", &name, e))?;
         let messages = consumer
             .messages()
             .await
-            .map_err(|e| format!("broadcast consumer on {name}: {e}"))?;
+            .map_err(|e| caucus_shared::Error::consumer("broadcast", &name, e))?;
         let (tx, rx) = watch::channel(0u64);
         let state = Arc::new(Mutex::new(MarketState::default()));
-        tracker.spawn(consume(
-            messages,
-            state.clone(),
-            tx,
-            dlq,
-            max_bytes,
-            shutdown,
-        ));
+        tracker.spawn_named(
+            "broadcasts",
+            consume(messages, state.clone(), tx, dlq, max_bytes, shutdown),
+        );
         let b = Broadcasts {
             state,
             applied: rx,
@@ -176,7 +173,7 @@ async fn consume(
                         tracing::info!(broadcast_id = %env.id, "broadcast ignored: {why}");
                         None
                     }
-                    Ok(Err(why)) => Some((CODE_INVALID_BROADCAST.to_string(), why)),
+                    Ok(Err(why)) => Some((CODE_INVALID_BROADCAST.to_string(), why.to_string())),
                     Err(_) => None,
                 }
             }

@@ -17,13 +17,14 @@ use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
 use async_nats::jetstream::{self, AckKind};
+use backon::{ConstantBuilder, Retryable};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use caucus_shared::envelope::{Envelope, MessageType};
 use caucus_shared::messages::{Challenge, Confirmation, Request};
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
+use caucus_shared::service::Tasks;
 use caucus_shared::subjects::{encode_token, StreamKind, Subjects};
 
 use super::debates::{DebateAgent, HandleError};
@@ -42,7 +43,7 @@ pub async fn ensure_consumer(
     subjects: &Subjects,
     agent_type: &str,
     ack_wait: Duration,
-) -> Result<PullConsumer, String> {
+) -> Result<PullConsumer, caucus_shared::Error> {
     let stream = subjects.stream(StreamKind::Messages);
     let name = inbox_consumer_name(agent_type);
     let cfg = pull::Config {
@@ -54,14 +55,15 @@ pub async fn ensure_consumer(
         ack_wait,
         ..Default::default()
     };
-    let mut last = String::new();
-    for _ in 0..3 {
-        match js.create_consumer_on_stream(cfg.clone(), &stream).await {
-            Ok(c) => return Ok(c),
-            Err(e) => last = e.to_string(),
-        }
-    }
-    Err(format!("consumer {name} on {stream}: {last}"))
+    // Three quick tries: several workers starting at once may race to
+    // create the same consumer.
+    let tries = ConstantBuilder::default()
+        .with_delay(Duration::ZERO)
+        .with_max_times(2);
+    (|| js.create_consumer_on_stream(cfg.clone(), &stream))
+        .retry(tries)
+        .await
+        .map_err(|e| caucus_shared::Error::consumer(&name, &stream, e))
 }
 
 /// Reads the inbox until `shutdown`.
@@ -71,7 +73,7 @@ pub async fn run(
     dlq: Dlq,
     max_bytes: usize,
     shutdown: CancellationToken,
-    tracker: TaskTracker,
+    tracker: Tasks,
 ) {
     loop {
         let mut messages = match consumer.messages().await {
@@ -132,7 +134,7 @@ pub async fn run(
 async fn handle(
     agent: &Arc<DebateAgent>,
     env: &Envelope,
-    tracker: &TaskTracker,
+    tracker: &Tasks,
     shutdown: &CancellationToken,
 ) -> Result<(), HandleError> {
     let refused = |code: &'static str, reason: String| HandleError::Refused { code, reason };
@@ -180,7 +182,7 @@ async fn handle(
                 let agent = agent.clone();
                 let shutdown = shutdown.clone();
                 // Waiting for the evidence must not hold up the inbox.
-                tracker.spawn(async move {
+                tracker.spawn_named("debate-judge", async move {
                     agent.judge(&c, &debate_id, &snapshot_id, shutdown).await;
                 });
                 Ok(())

@@ -21,6 +21,7 @@ use caucus_shared::envelope::Envelope;
 use caucus_shared::messages::{critical_broadcast, MacroEvent, NotCritical};
 
 use caucus_agents::analysts::regime::Regime;
+use caucus_agents::analysts::AnalystError;
 
 /// The regime in force.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +53,27 @@ pub enum Outcome {
     Ignored(String),
 }
 
+/// Why a critical broadcast cannot be applied (the caller dead-letters
+/// it); each reads as the reason the DLQ record shows.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BadBroadcast {
+    /// The alert content does not read as an alert.
+    #[error("{0}")]
+    Unreadable(String),
+    /// Its implications do not parse (the message names the field).
+    #[error("{}", .0.message)]
+    Implications(#[source] AnalystError),
+    /// A regime change naming no new regime.
+    #[error("regime_change broadcast without new_regime")]
+    NoNewRegime,
+    /// A rate move whose `rate_change_bps` is not a finite number.
+    #[error("rate_change_bps must be a number")]
+    RateNotANumber,
+    /// A rate move giving neither its size nor a flat adjustment.
+    #[error("rate_announcement without rate_change_bps or implications.discount_rate_adjustment")]
+    NoRateMove,
+}
+
 /// The worker's market state.
 #[derive(Debug, Clone, Default)]
 pub struct MarketState {
@@ -65,17 +87,17 @@ impl MarketState {
     }
 
     /// Applies one decoded broadcast (see the module docs).
-    pub fn apply(&mut self, env: &Envelope) -> Result<Outcome, String> {
+    pub fn apply(&mut self, env: &Envelope) -> Result<Outcome, BadBroadcast> {
         let (event, alert) = match critical_broadcast(env) {
             Ok(b) => b,
-            Err(NotCritical::Unreadable(e)) => return Err(e),
+            Err(NotCritical::Unreadable(e)) => return Err(BadBroadcast::Unreadable(e)),
             Err(why) => return Ok(Outcome::Ignored(why.to_string())),
         };
-        let parsed = Regime::parse(&env.content).map_err(|e| e.message)?;
+        let parsed = Regime::parse(&env.content).map_err(BadBroadcast::Implications)?;
         match event {
             MacroEvent::RegimeChange => {
                 let Some(name) = alert.new_regime.clone() else {
-                    return Err("regime_change broadcast without new_regime".into());
+                    return Err(BadBroadcast::NoNewRegime);
                 };
                 self.current = Some(CurrentRegime {
                     name: Some(name.clone()),
@@ -98,13 +120,8 @@ impl MarketState {
                 } else {
                     match alert.extra.get("rate_change_bps").map(Value::as_f64) {
                         Some(Some(b)) if b.is_finite() => b / 10_000.0,
-                        Some(_) => return Err("rate_change_bps must be a number".into()),
-                        None => {
-                            return Err(
-                                "rate_announcement without rate_change_bps or implications.discount_rate_adjustment"
-                                    .into(),
-                            )
-                        }
+                        Some(_) => return Err(BadBroadcast::RateNotANumber),
+                        None => return Err(BadBroadcast::NoRateMove),
                     }
                 };
                 let cur = self.current.get_or_insert_with(|| CurrentRegime {
@@ -212,6 +229,6 @@ mod tests {
         let mut bad = broadcast(MacroEvent::RegimeChange, 0.9);
         bad.content["implications"]["discount_rate_changes"] = json!({"Technology": "lots"});
         let e = m.apply(&bad).unwrap_err();
-        assert!(e.contains("Technology"), "{e}");
+        assert!(e.to_string().contains("Technology"), "{e}");
     }
 }

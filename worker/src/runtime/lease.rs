@@ -22,6 +22,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use caucus_shared::redis::{CapacitySemaphore, Lease, Renewed};
+use caucus_shared::service::Tasks;
 
 /// Why a lease counts as lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,6 +151,7 @@ pub(crate) struct LeaseKeeper {
 impl LeaseKeeper {
     /// Starts keeping `lease`, whose grant was requested at `granted_at`.
     pub(crate) fn start(
+        tasks: &Tasks,
         sem: CapacitySemaphore,
         lease: Lease,
         ttl: Duration,
@@ -162,7 +164,10 @@ impl LeaseKeeper {
         });
         let lost = CancellationToken::new();
         let stop = CancellationToken::new();
-        let task = tokio::spawn(keep(sem, lease, ttl, state, tx, lost.clone(), stop.clone()));
+        let task = tasks.spawn_named(
+            "lease-keeper",
+            keep(sem, lease, ttl, state, tx, lost.clone(), stop.clone()),
+        );
         LeaseKeeper {
             view,
             lost,

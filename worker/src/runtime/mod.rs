@@ -13,13 +13,13 @@ use std::sync::Arc;
 
 use async_nats::jetstream;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use caucus_shared::clock::SharedClock;
 use caucus_shared::config::Config;
 use caucus_shared::nats::dlq::Dlq;
 use caucus_shared::nats::topology::ensure_task_consumer;
 use caucus_shared::redis::{CapacitySemaphore, RedisPool, SyncGate};
+use caucus_shared::service::Tasks;
 use caucus_shared::subjects::Subjects;
 
 use crate::handler::{Handler, HandlerSpec};
@@ -53,6 +53,8 @@ pub struct WorkerDeps {
     /// What `health` reports; each agent type's heartbeat marks its own
     /// component (`heartbeat:<agent type>`).
     pub health: caucus_shared::health::Health,
+    /// The process's tracked, supervised tasks (shutdown waits for them).
+    pub tasks: Tasks,
 }
 
 /// Errors that stop a worker from starting.
@@ -61,16 +63,35 @@ pub enum WorkerError {
     /// No agent type configured.
     #[error("no agent type given: pass --agent TYPE[,TYPE] (or set CAUCUS_WORKER_AGENTS)")]
     NoAgents,
-    /// Setting up NATS or Redis state failed.
-    #[error("{0}")]
-    Setup(String),
+    /// `worker.handler` names no handler.
+    #[error(transparent)]
+    Handler(#[from] crate::handler::HandlerSpecError),
+    /// The built-in analysts' data set could not be loaded.
+    #[error(transparent)]
+    Dataset(#[from] caucus_agents::DatasetError),
+    /// The broadcast consumer could not be started.
+    #[error("broadcasts: {0}")]
+    Broadcasts(#[source] caucus_shared::Error),
+    /// An inbox or task consumer could not be created or updated.
+    #[error(transparent)]
+    Consumer(caucus_shared::Error),
+    /// An agent type's capacity could not be set up in Redis.
+    #[error("capacity of {agent_type}: {source}")]
+    Capacity {
+        /// The agent type.
+        agent_type: String,
+        /// What failed.
+        #[source]
+        source: caucus_shared::Error,
+    },
 }
 
 /// Runs the worker until `deps.shutdown`, then drains: in-flight tasks
 /// finish (the caller bounds this with the shutdown grace), leases are
 /// released and the registration removed.
-pub async fn run(deps: WorkerDeps, tracker: &TaskTracker) -> Result<(), WorkerError> {
+pub async fn run(deps: WorkerDeps) -> Result<(), WorkerError> {
     let cfg = deps.config.clone();
+    let tracker = &deps.tasks.clone();
     if cfg.worker.agents.is_empty() {
         return Err(WorkerError::NoAgents);
     }
@@ -107,7 +128,7 @@ pub async fn run(deps: WorkerDeps, tracker: &TaskTracker) -> Result<(), WorkerEr
                 tracker,
             )
             .await
-            .map_err(WorkerError::Setup)?,
+            .map_err(WorkerError::Broadcasts)?,
         )
     } else {
         None
@@ -117,7 +138,7 @@ pub async fn run(deps: WorkerDeps, tracker: &TaskTracker) -> Result<(), WorkerEr
             let consumer =
                 inbox::ensure_consumer(&deps.js, &deps.subjects, agent, cfg.worker.ack_wait)
                     .await
-                    .map_err(WorkerError::Setup)?;
+                    .map_err(WorkerError::Consumer)?;
             let debater = Arc::new(DebateAgent {
                 agent_type: agent.clone(),
                 nats: deps.js.client(),
@@ -126,14 +147,17 @@ pub async fn run(deps: WorkerDeps, tracker: &TaskTracker) -> Result<(), WorkerEr
                 data: data.clone(),
                 evidence_wait: cfg.worker.debate_evidence_wait,
             });
-            tracker.spawn(inbox::run(
-                consumer,
-                debater,
-                dlq.clone(),
-                cfg.max_body_bytes,
-                deps.shutdown.clone(),
-                tracker.clone(),
-            ));
+            tracker.spawn_named(
+                "inbox",
+                inbox::run(
+                    consumer,
+                    debater,
+                    dlq.clone(),
+                    cfg.max_body_bytes,
+                    deps.shutdown.clone(),
+                    tracker.clone(),
+                ),
+            );
         }
     }
     let stop_heartbeat = CancellationToken::new();
@@ -147,29 +171,34 @@ pub async fn run(deps: WorkerDeps, tracker: &TaskTracker) -> Result<(), WorkerEr
             cfg.worker.max_deliver,
         )
         .await
-        .map_err(|e| WorkerError::Setup(e.to_string()))?;
+        .map_err(WorkerError::Consumer)?;
+        let capacity_err = |source| WorkerError::Capacity {
+            agent_type: agent.clone(),
+            source,
+        };
         let sem = CapacitySemaphore::new(deps.redis.clone(), deps.subjects.prefix(), agent)
-            .map_err(|e| WorkerError::Setup(e.to_string()))?;
+            .map_err(capacity_err)?;
         if let Some(cap) = cfg.worker.capacity_cap.get(agent) {
-            sem.set_cap(Some(*cap))
-                .await
-                .map_err(|e| WorkerError::Setup(e.to_string()))?;
+            sem.set_cap(Some(*cap)).await.map_err(capacity_err)?;
         }
         let capacity = sem
             .register_worker(&deps.worker_id, cfg.worker.slots, cfg.worker.lease_ttl)
             .await
-            .map_err(|e| WorkerError::Setup(e.to_string()))?;
+            .map_err(capacity_err)?;
         tracing::info!(agent_type = %agent, slots = cfg.worker.slots, capacity, "registered");
-        tracker.spawn(heartbeat::run(
-            sem.clone(),
-            deps.worker_id.clone(),
-            cfg.worker.slots,
-            cfg.worker.capacity_cap.get(agent).copied(),
-            cfg.worker.lease_ttl,
-            cfg.worker.heartbeat_interval,
-            stop_heartbeat.clone(),
-            deps.health.clone(),
-        ));
+        tracker.spawn_named(
+            "heartbeat",
+            heartbeat::run(
+                sem.clone(),
+                deps.worker_id.clone(),
+                cfg.worker.slots,
+                cfg.worker.capacity_cap.get(agent).copied(),
+                cfg.worker.lease_ttl,
+                cfg.worker.heartbeat_interval,
+                stop_heartbeat.clone(),
+                deps.health.clone(),
+            ),
+        );
         for slot in 0..cfg.worker.slots {
             let s = slot::Slot {
                 deps: deps.clone(),
@@ -181,7 +210,7 @@ pub async fn run(deps: WorkerDeps, tracker: &TaskTracker) -> Result<(), WorkerEr
                 reporter: reporter.clone(),
                 broadcasts: broadcasts.clone(),
             };
-            tracker.spawn(s.run());
+            tracker.spawn_named("slot", s.run());
         }
         sems.push(sem);
     }
@@ -190,7 +219,7 @@ pub async fn run(deps: WorkerDeps, tracker: &TaskTracker) -> Result<(), WorkerEr
     // the shutdown grace). Deregistering last keeps capacity truthful.
     let sems2 = sems.clone();
     let worker_id = deps.worker_id.clone();
-    tracker.spawn(async move {
+    tracker.spawn_named("deregister", async move {
         stop_heartbeat.cancel();
         for s in sems2 {
             let _ = s.deregister_worker(&worker_id).await;

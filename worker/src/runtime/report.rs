@@ -11,6 +11,7 @@ use caucus_shared::nats::trace;
 use caucus_shared::redis::SyncGate;
 use caucus_shared::subjects::Subjects;
 use caucus_shared::task::{TaskDispatch, TaskError, TaskEvent, TaskStatus, TASK_SCHEMA_VERSION};
+use caucus_shared::Error;
 
 /// Publishes a worker's events.
 #[derive(Clone)]
@@ -65,19 +66,19 @@ impl Reporter {
     }
 
     /// Publishes an event and waits for the stream to store it.
-    pub async fn publish(&self, ev: &TaskEvent) -> Result<(), String> {
+    pub async fn publish(&self, ev: &TaskEvent) -> Result<(), Error> {
         let mut headers = HeaderMap::new();
         headers.insert("Nats-Msg-Id", ev.msg_id().as_str());
         trace::inject(&mut headers);
-        let body = serde_json::to_vec(ev).map_err(|e| e.to_string())?;
+        let body = serde_json::to_vec(ev)?;
         let subject = self.subjects.task_event(&ev.agent_type, ev.status.as_str());
         self.js
             .publish_with_headers(subject, headers, body.into())
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(Error::nats)?
             .await
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(Error::nats)
     }
 
     /// A failed event.
@@ -94,7 +95,7 @@ impl Reporter {
 
     /// Publishes a handler's extra message (a challenge, a broadcast) with
     /// its envelope id as `Nats-Msg-Id`.
-    pub async fn message(&self, m: &crate::handler::HandlerMessage) -> Result<(), String> {
+    pub async fn message(&self, m: &crate::handler::HandlerMessage) -> Result<(), Error> {
         let subject = match &m.target {
             crate::handler::MessageTarget::Debate { debate_id, event } => {
                 self.subjects.debates(debate_id, event)
@@ -108,10 +109,10 @@ impl Reporter {
         self.js
             .publish_with_headers(subject, headers, env.to_bytes())
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(Error::nats)?
             .await
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(Error::nats)
     }
 
     /// Publishes a finding about `item` (content in the `finding` shape),
@@ -123,7 +124,7 @@ impl Reporter {
         task: &TaskDispatch,
         index: usize,
         content: serde_json::Value,
-    ) -> Result<(), String> {
+    ) -> Result<(), Error> {
         let body = serde_json::json!({
             "id": uuid::Uuid::now_v7().to_string(),
             "message_type": "finding",
@@ -148,6 +149,5 @@ impl Reporter {
             )
             .await
             .map(|_| ())
-            .map_err(|e| e.to_string())
     }
 }

@@ -81,7 +81,13 @@ impl Slot {
                     if last_warn.take().is_some() {
                         tracing::info!(agent_type = %self.agent_type, "leases can be taken again");
                     }
-                    let keeper = LeaseKeeper::start(self.sem.clone(), l.clone(), ttl, asked_at);
+                    let keeper = LeaseKeeper::start(
+                        &self.deps.tasks,
+                        self.sem.clone(),
+                        l.clone(),
+                        ttl,
+                        asked_at,
+                    );
                     self.hold(&keeper).await;
                     let lease = keeper.stop().await.unwrap_or(l);
                     match tokio::time::timeout(call_timeout, self.sem.release(&lease)).await {
@@ -318,7 +324,7 @@ impl Slot {
             .reporter
             .event(flight.task, TaskStatus::Progress, flight.started_at);
         let reporter = self.reporter.clone();
-        tokio::spawn(async move {
+        self.deps.tasks.spawn_named("progress", async move {
             if let Err(e) = reporter.publish(&ev).await {
                 tracing::debug!(task_id = %ev.task_id, error = %e, "progress event not published");
             }

@@ -117,7 +117,7 @@ impl Scheduler {
             let subjects = self.subjects.clone();
             let handle = handle.clone();
             let timeout = self.cfg.tick.max(Duration::from_secs(5));
-            tokio::spawn(async move {
+            self.tasks.spawn_named("auto-approve", async move {
                 gates_api::auto_decide(client, subjects, timeout, handle, c).await;
             });
         }

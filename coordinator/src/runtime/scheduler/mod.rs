@@ -73,6 +73,9 @@ pub struct Scheduler {
     self_handle: Option<SchedulerHandle>,
     /// Automatic approvals under way or blocked, since when: (workflow, gate).
     auto_pending: HashMap<(String, String), std::time::Instant>,
+    /// Where the off-loop checks (automatic approvals) run: tracked, and a
+    /// panic marks the process's health.
+    tasks: caucus_shared::service::Tasks,
     /// Auto-approving workflows with a completion since the last pump.
     auto_due: Vec<String>,
     research: Option<crate::research::runtime::ResearchRuntime>,
@@ -122,6 +125,7 @@ impl Scheduler {
             control: None,
             self_handle: None,
             auto_pending: HashMap::new(),
+            tasks: caucus_shared::service::Tasks::new(Default::default()),
             auto_due: Vec::new(),
             research: None,
             lease: None,
@@ -138,6 +142,13 @@ impl Scheduler {
     /// worker died, and a live worker has reported progress).
     pub fn with_silence(mut self, silence: Duration) -> Self {
         self.silence = silence;
+        self
+    }
+
+    /// Runs its off-loop checks on the process's `tasks` (by default its own
+    /// tracker, whose panics no health report shows).
+    pub fn with_tasks(mut self, tasks: caucus_shared::service::Tasks) -> Self {
+        self.tasks = tasks;
         self
     }
 

@@ -22,7 +22,7 @@ impl Debate {
     ) -> Result<Debate, DebateError> {
         challenge
             .validate()
-            .map_err(DebateError::InvalidChallenge)?;
+            .map_err(|e| DebateError::InvalidChallenge(e.to_string()))?;
         let debate_id = challenge
             .debate_id
             .clone()

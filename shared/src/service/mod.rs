@@ -19,7 +19,6 @@ use std::time::Instant;
 use async_nats::jetstream;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use crate::clock::{SharedClock, SystemClock};
 use crate::health::{self, Health};
@@ -27,6 +26,12 @@ use crate::nats::{self, ApiError, ApiServer, Dlq};
 use crate::redis::{self as credis, redact_url, RedisPool};
 use crate::subjects::Subjects;
 use crate::{Config, Error};
+
+mod main;
+mod tasks;
+
+pub use main::{boot, exit_code, run_main, CONFIG_EXIT_CODE};
+pub use tasks::{panic_message, Tasks, RUNTIME};
 
 /// Exit code after a second signal.
 pub const FORCED_EXIT_CODE: i32 = 130;
@@ -52,9 +57,9 @@ pub struct ServiceContext {
     pub dlq: Dlq,
     /// Cancelled on the first SIGTERM/SIGINT: stop taking new work.
     pub shutdown: CancellationToken,
-    /// Spawn in-flight work here (`ctx.tasks.spawn(..)`) so shutdown waits
-    /// for it.
-    pub tasks: TaskTracker,
+    /// Spawn in-flight work here (`ctx.tasks.spawn_named(..)`) so shutdown
+    /// waits for it and a panic marks health degraded.
+    pub tasks: Tasks,
     /// Wall-clock time.
     pub clock: SharedClock,
     /// What `health` reports: the service probes NATS and Redis itself;
@@ -131,6 +136,7 @@ impl Service {
         let js = jetstream::new(client.clone());
         nats::ensure_streams(&js, &subjects, &config).await?;
         let health = Health::new();
+        let tasks = Tasks::new(health.clone());
         let api = ApiServer::new(client.clone(), subjects.clone(), service)
             .with_instance_id(instance_id.clone())
             .with_health(health.clone());
@@ -144,7 +150,7 @@ impl Service {
             js,
             redis,
             shutdown: CancellationToken::new(),
-            tasks: TaskTracker::new(),
+            tasks,
             clock: Arc::new(SystemClock),
             health,
         };
@@ -187,7 +193,7 @@ impl Service {
     {
         let Service { ctx, api, started } = self;
         let mut signals = Signals::install()?;
-        api.start(ctx.shutdown.clone(), &ctx.tasks).await?;
+        api.start(ctx.shutdown.clone(), ctx.tasks.tracker()).await?;
         tracing::info!(
             service = %ctx.service,
             instance_id = %ctx.instance_id,
@@ -196,6 +202,9 @@ impl Service {
             startup_ms = started.elapsed().as_millis() as u64,
             "service ready"
         );
+        // Not in `ctx.tasks`: the probe ends with the process (aborted
+        // below, after the drain), and the body is awaited here, its panic
+        // becoming `Exit::Failed`.
         let probe = tokio::spawn(probe(ctx.clone()));
         let mut body = tokio::spawn(body(ctx.clone()));
         let mut outcome: Option<Exit> = None;
@@ -205,7 +214,8 @@ impl Service {
             }
             r = &mut body => outcome = Some(body_outcome(r)),
         }
-        // A second signal ends the process at once, whatever is in flight.
+        // A second signal ends the process at once, whatever is in flight;
+        // untracked, since the drain must not wait for it.
         let forced = tokio::spawn(async move {
             let name = signals.next().await;
             eprintln!("{name} received again: exiting now");
@@ -278,16 +288,19 @@ async fn probe(ctx: ServiceContext) {
                 }
             }
         }
-        let ping = tokio::time::timeout(PROBE_TIMEOUT, credis::ping(&ctx.redis))
-            .await
-            .unwrap_or_else(|_| Err(format!("no answer to PING within {PROBE_TIMEOUT:?}")));
-        match ping {
-            Ok(()) => {
+        let ping = tokio::time::timeout(PROBE_TIMEOUT, credis::ping(&ctx.redis)).await;
+        let failure = match ping {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(_) => Some(format!("no answer to PING within {PROBE_TIMEOUT:?}")),
+        };
+        match failure {
+            None => {
                 if ctx.health.ok(health::REDIS) {
                     tracing::info!("Redis reachable again");
                 }
             }
-            Err(e) => {
+            Some(e) => {
                 let why = format!("Redis unreachable: {e}");
                 if ctx.health.degraded(health::REDIS, why.clone()) {
                     tracing::warn!(reason = %why, "health degraded");
@@ -316,19 +329,6 @@ where
     Service::start(service, config).await?.run(body).await
 }
 
-/// Turns the outcome into the process exit code, printing an error as one
-/// line `<bin>: <error>` on stderr.
-pub fn exit_code(bin: &str, result: Result<Exit, Error>) -> std::process::ExitCode {
-    let code = match result {
-        Ok(exit) => exit.code(),
-        Err(e) => {
-            eprintln!("{bin}: {e}");
-            1
-        }
-    };
-    std::process::ExitCode::from(code as u8)
-}
-
 struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
@@ -336,9 +336,7 @@ struct Signals {
 
 impl Signals {
     fn install() -> Result<Signals, Error> {
-        let install = |k: SignalKind| {
-            signal(k).map_err(|e| Error::Config(format!("cannot install signal handlers: {e}")))
-        };
+        let install = |k: SignalKind| signal(k).map_err(Error::Signals);
         Ok(Signals {
             term: install(SignalKind::terminate())?,
             int: install(SignalKind::interrupt())?,
@@ -351,27 +349,4 @@ impl Signals {
             _ = self.int.recv() => "SIGINT",
         }
     }
-}
-
-/// The start of every main: layered config from `common`, `--dump-config`,
-/// then telemetry. `Err` carries the exit code to return at once: 0 after
-/// `--dump-config`, 2 for a configuration or telemetry error (printed as
-/// one line naming `bin`). Call inside the tokio runtime.
-pub fn boot(
-    bin: &str,
-    common: &crate::config::CommonArgs,
-) -> Result<(Config, crate::telemetry::TelemetryGuard), std::process::ExitCode> {
-    let config = common.load().map_err(|e| {
-        eprintln!("{bin}: {e}");
-        std::process::ExitCode::from(2)
-    })?;
-    if common.dump_config {
-        print!("{}", config.to_toml());
-        return Err(std::process::ExitCode::SUCCESS);
-    }
-    let guard = crate::telemetry::init(&config.telemetry, bin).map_err(|e| {
-        eprintln!("{bin}: {e}");
-        std::process::ExitCode::from(2)
-    })?;
-    Ok((config, guard))
 }
