@@ -26,13 +26,13 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
-use crate::support::{coordinator, percentile, worker, Api, Completions, STOCK_AGENTS};
+use crate::support::{coordinator, worker, Api, Completions, Latencies, STOCK_AGENTS};
 
-/// Sorted samples in milliseconds.
+/// Latencies of the three hops.
 pub struct Run {
-    pub ready_to_started: Vec<f64>,
-    pub ready_to_dispatched: Vec<f64>,
-    pub dispatch_to_started: Vec<f64>,
+    pub ready_to_started: Latencies,
+    pub ready_to_dispatched: Latencies,
+    pub dispatch_to_started: Latencies,
 }
 
 #[derive(Default)]
@@ -117,9 +117,9 @@ pub async fn run(workflows: usize) -> Result<Run> {
     let spec = builtin("stock-analysis").context("stock-analysis")?;
     let map = times.lock().expect("times");
     let mut run = Run {
-        ready_to_started: Vec::new(),
-        ready_to_dispatched: Vec::new(),
-        dispatch_to_started: Vec::new(),
+        ready_to_started: Latencies::default(),
+        ready_to_dispatched: Latencies::default(),
+        dispatch_to_started: Latencies::default(),
     };
     for wf in &ids {
         // Gates are decided, never dispatched (these approve themselves:
@@ -129,33 +129,22 @@ pub async fn run(workflows: usize) -> Result<Run> {
             let (Some(d), Some(s)) = (t.dispatched, t.started) else {
                 anyhow::bail!("{wf}/{}: dispatch or start not seen", stage.name);
             };
-            run.dispatch_to_started.push(ms(d, s));
+            run.dispatch_to_started.record_ms(ms(d, s));
             let ready = stage
                 .depends_on
                 .iter()
                 .filter_map(|dep| map.get(&format!("{wf}/{dep}")).and_then(|x| x.completed))
                 .max();
             if let Some(r) = ready.filter(|_| !stage.depends_on.is_empty()) {
-                run.ready_to_started.push(ms(r, s));
-                run.ready_to_dispatched.push(ms(r, d));
+                run.ready_to_started.record_ms(ms(r, s));
+                run.ready_to_dispatched.record_ms(ms(r, d));
             }
         }
-    }
-    for v in [
-        &mut run.ready_to_started,
-        &mut run.ready_to_dispatched,
-        &mut run.dispatch_to_started,
-    ] {
-        v.sort_by(f64::total_cmp);
     }
     Ok(run)
 }
 
-/// `p50 / p99 / max` of sorted samples.
-pub fn summary(v: &[f64]) -> (f64, f64, f64) {
-    (
-        percentile(v, 50.0),
-        percentile(v, 99.0),
-        v.last().copied().unwrap_or(f64::NAN),
-    )
+/// `p50 / p99 / max` in milliseconds.
+pub fn summary(v: &Latencies) -> (f64, f64, f64) {
+    (v.percentile_ms(50.0), v.percentile_ms(99.0), v.max_ms())
 }

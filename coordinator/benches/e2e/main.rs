@@ -210,7 +210,7 @@ async fn dispatch_latency() -> Result<()> {
         let (p50, p99, max) = latency::summary(v);
         println!(
             "  {name}: n={:>4}  p50 {p50:>7.3} ms  p99 {p99:>7.3} ms  max {max:>7.3} ms",
-            v.len()
+            v.count()
         );
     }
     let (p50, _, _) = latency::summary(&l.dispatch_to_started);
@@ -318,7 +318,7 @@ async fn dispatch_during_submit() -> Result<()> {
                 let (p50, p99, max) = latency::summary(v);
                 println!(
                     "    {phase} {name}: n={:>4}  p50 {p50:>7.3} ms  p99 {p99:>7.3} ms  max {max:>7.3} ms",
-                    v.len()
+                    v.count()
                 );
             }
         }

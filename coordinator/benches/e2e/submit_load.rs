@@ -21,7 +21,7 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
-use crate::support::{coordinator, worker, Api, Completions};
+use crate::support::{coordinator, worker, Api, Completions, Latencies};
 
 /// Chains run first and not measured (connections, consumers warming up).
 const WARM_UP: usize = 5;
@@ -29,12 +29,12 @@ const WARM_UP: usize = 5;
 /// Chains in the baseline.
 const BASELINE_CHAINS: usize = 100;
 
-/// Sorted samples in milliseconds.
+/// Latencies of the three hops.
 #[derive(Default)]
 pub struct Samples {
-    pub ready_to_started: Vec<f64>,
-    pub ready_to_dispatched: Vec<f64>,
-    pub dispatch_to_started: Vec<f64>,
+    pub ready_to_started: Latencies,
+    pub ready_to_dispatched: Latencies,
+    pub dispatch_to_started: Latencies,
 }
 
 pub struct Run {
@@ -190,19 +190,16 @@ pub async fn run(items: usize, rounds: usize, chunk: Option<usize>) -> Result<Ru
                 if !windows.is_empty() && !windows.iter().any(|(a, b)| *a <= d && d <= *b) {
                     continue;
                 }
-                s.dispatch_to_started.push(ms(d, st));
+                s.dispatch_to_started.record_ms(ms(d, st));
                 if let Some(r) = dep
                     .and_then(|dep| map.get(&format!("{wf}/{dep}")))
                     .and_then(|x| x.completed)
                 {
-                    s.ready_to_started.push(ms(r, st));
-                    s.ready_to_dispatched.push(ms(r, d));
+                    s.ready_to_started.record_ms(ms(r, st));
+                    s.ready_to_dispatched.record_ms(ms(r, d));
                 }
             }
         }
-        s.ready_to_started.sort_by(f64::total_cmp);
-        s.ready_to_dispatched.sort_by(f64::total_cmp);
-        s.dispatch_to_started.sort_by(f64::total_cmp);
         s
     };
     Ok(Run {

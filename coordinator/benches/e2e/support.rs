@@ -9,6 +9,7 @@ use caucus_harness::{Service, Stack};
 use caucus_shared::nats::api_request;
 use caucus_shared::subjects::Subjects;
 use futures::StreamExt;
+use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
@@ -225,13 +226,45 @@ pub fn rss_bytes(pid: u32) -> Result<u64> {
     Ok(kb * 1024)
 }
 
-/// The `p`-th percentile (0..=100) of sorted `v`, nearest rank.
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
+/// Latency samples in a histogram of microseconds (3 significant digits,
+/// so a percentile is within 0.1 % of the exact sample), reported in
+/// milliseconds.
+pub struct Latencies(Histogram<u64>);
+
+impl Default for Latencies {
+    fn default() -> Self {
+        Latencies(Histogram::new(3).expect("3 significant digits is a valid precision"))
     }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+impl Latencies {
+    /// Records one latency of `ms` milliseconds; a negative one (clock
+    /// jitter between processes) counts as 0.
+    pub fn record_ms(&mut self, ms: f64) {
+        let us = (ms * 1000.0).round().max(0.0) as u64;
+        self.0.saturating_record(us);
+    }
+
+    /// How many latencies were recorded.
+    pub fn count(&self) -> u64 {
+        self.0.len()
+    }
+
+    /// The `p`-th percentile (0..=100) in milliseconds, NaN when empty.
+    pub fn percentile_ms(&self, p: f64) -> f64 {
+        if self.0.is_empty() {
+            return f64::NAN;
+        }
+        self.0.value_at_percentile(p) as f64 / 1000.0
+    }
+
+    /// The largest latency in milliseconds, NaN when empty.
+    pub fn max_ms(&self) -> f64 {
+        if self.0.is_empty() {
+            return f64::NAN;
+        }
+        self.0.max() as f64 / 1000.0
+    }
 }
 
 /// Where the spawned binaries come from (they must be release builds).
