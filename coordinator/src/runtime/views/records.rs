@@ -1,15 +1,17 @@
-//! Views of the smaller records a workflow carries: pause, flags, gates,
-//! re-runs and the level review.
+//! Views of the smaller records a workflow carries: pause, flags, gates
+//! and the level review (decisions and re-runs: the gate operations'
+//! views, `gates_package`).
 
 use caucus_shared::api::coordinator::status::{
-    ConflictView, FlagView, GateDecisionView, GateView, LevelOutcomeView, LevelReviewPolicyView,
-    LevelReviewResultView, LevelReviewView, PauseView, RerunEstimateView, RerunView, RetryView,
-    ReviewedConflictView,
+    ConflictView, FlagView, GateView, LevelOutcomeView, LevelReviewPolicyView,
+    LevelReviewResultView, LevelReviewView, PauseView, RetryView, ReviewedConflictView,
 };
 
+use crate::runtime::gates_package::decision_view;
+pub(super) use crate::runtime::gates_package::rerun_view;
 use crate::workflow::{
-    Conflict, GateDecision, GateState, LevelOutcome, LevelReview, LevelReviewState, PauseInfo,
-    RerunEstimate, RerunRecord, ReviewedConflict, WorkflowFlag,
+    Conflict, GateState, LevelOutcome, LevelReview, LevelReviewState, PauseInfo, ReviewedConflict,
+    WorkflowFlag,
 };
 
 pub(super) fn pause_view(p: &PauseInfo) -> PauseView {
@@ -45,46 +47,6 @@ pub(super) fn gate_view(g: &GateState) -> GateView {
         escalated_at: g.escalated_at,
         history: g.history.iter().map(decision_view).collect(),
         decision: g.decision.as_ref().map(decision_view),
-    }
-}
-
-fn decision_view(d: &GateDecision) -> GateDecisionView {
-    GateDecisionView {
-        action: d.action.as_str().to_string(),
-        decided_by: d.decided_by.clone(),
-        rationale: d.rationale.clone(),
-        at: d.at,
-        response_ms: d.response_ms,
-        send_back_to: d.send_back_to.clone(),
-        reminders_sent: d.reminders_sent,
-        escalated: d.escalated,
-    }
-}
-
-pub(super) fn rerun_view(r: &RerunRecord) -> RerunView {
-    RerunView {
-        rerun_id: r.rerun_id.clone(),
-        reason: r.reason.clone(),
-        requested_by: r.requested_by.clone(),
-        requested_at: r.requested_at,
-        groups: r.groups.clone(),
-        next_group: r.next_group,
-        not_yet_run: r.not_yet_run.clone(),
-        assumptions: r.assumptions.clone(),
-        completed_at: r.completed_at,
-        estimates: r.estimates.iter().map(estimate_view).collect(),
-    }
-}
-
-fn estimate_view(e: &RerunEstimate) -> RerunEstimateView {
-    RerunEstimateView {
-        task: e.task.clone(),
-        output_metric: e.output_metric.clone(),
-        before: e.before,
-        estimate: e.estimate,
-        estimate_method: e.estimate_method.clone(),
-        actual: e.actual,
-        error: e.error,
     }
 }
 

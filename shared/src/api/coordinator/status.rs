@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::api::coordinator::gates::RerunRecord;
 use crate::api::{Operation, OperationDoc, CODE_STANDBY, CODE_TIMEOUT};
 use crate::task::TaskError;
 
@@ -20,7 +21,7 @@ pub use level_review::{
     ConflictView, LevelOutcomeView, LevelReviewPolicyView, LevelReviewResultView, LevelReviewView,
     RetryView, ReviewedConflictView,
 };
-pub use records::{FlagView, GateDecisionView, GateView, PauseView, RerunEstimateView, RerunView};
+pub use records::{FlagView, GateView, PauseView};
 pub use research::{
     RefusedWriteView, ResearchAlertView, ResearchGateView, ResearchView, StreamView,
 };
@@ -233,7 +234,7 @@ pub struct WorkflowView {
     pub resolved_assumptions: BTreeMap<String, Value>,
     /// Re-runs requested, oldest first (the last may still run).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reruns: Vec<RerunView>,
+    pub reruns: Vec<RerunRecord>,
     /// Its gates approve themselves when nothing needs review.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub auto_approve_gates: bool,

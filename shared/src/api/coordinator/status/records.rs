@@ -1,11 +1,11 @@
-//! The smaller records a workflow view carries: its pause, its flags, a
-//! gate's state and the re-runs.
-
-use std::collections::BTreeMap;
+//! The smaller records a workflow view carries: its pause, its flags and
+//! a gate's state (decisions and re-runs are the gate operations' types).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::api::coordinator::gates::GateDecision;
 
 /// A workflow's current pause (docs/PAUSE-RESUME.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -74,86 +74,8 @@ pub struct GateView {
     pub escalated_at: Option<DateTime<Utc>>,
     /// Earlier decisions that sent the work back, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub history: Vec<GateDecisionView>,
+    pub history: Vec<GateDecision>,
     /// The final decision (approve or reject).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decision: Option<GateDecisionView>,
-}
-
-/// A decision recorded at a gate.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GateDecisionView {
-    /// `approve`, `reject` or `send_back`.
-    pub action: String,
-    /// Who decided (`auto` for an automatic approval).
-    pub decided_by: String,
-    /// Why.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub rationale: String,
-    /// When.
-    pub at: DateTime<Utc>,
-    /// Milliseconds from the gate opening to this decision.
-    pub response_ms: i64,
-    /// Send-back only: the stages run again.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub send_back_to: Vec<String>,
-    /// Reminders sent before it was decided.
-    #[serde(default)]
-    pub reminders_sent: u32,
-    /// Whether the wait had been escalated.
-    #[serde(default)]
-    pub escalated: bool,
-}
-
-/// One re-run (a gate's send-back, an override's impact) and its progress.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RerunView {
-    /// `rerun-<n>` within the workflow.
-    pub rerun_id: String,
-    /// Why.
-    pub reason: String,
-    /// Who asked (a reviewer, `facilitator`).
-    pub requested_by: String,
-    /// When.
-    pub requested_at: DateTime<Utc>,
-    /// Task keys in groups: a group starts once the previous one completed.
-    pub groups: Vec<Vec<String>>,
-    /// Index of the group running now (`groups.len()` when done).
-    pub next_group: usize,
-    /// Listed tasks that had not run yet (they run once, with the new
-    /// inputs).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub not_yet_run: Vec<String>,
-    /// Assumptions it settled.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub assumptions: BTreeMap<String, Value>,
-    /// When its last group completed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completed_at: Option<DateTime<Utc>>,
-    /// The impact report's estimates, each with the actual result once
-    /// its task ran again.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub estimates: Vec<RerunEstimateView>,
-}
-
-/// An estimate of a re-run task's result, and the result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RerunEstimateView {
-    /// The task key.
-    pub task: String,
-    /// What it produces, e.g. `target_price`.
-    pub output_metric: String,
-    /// Its result before the re-run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub before: Option<f64>,
-    /// The estimated result.
-    pub estimate: f64,
-    /// How it was estimated, e.g. `linear sensitivity`.
-    pub estimate_method: String,
-    /// The re-run's result, rounded to 2 decimals.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub actual: Option<f64>,
-    /// `actual − estimate`, rounded to 2 decimals.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<f64>,
+    pub decision: Option<GateDecision>,
 }
