@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use caucus_shared::api::coordinator::gates::{Gate, GateRequest};
 use caucus_shared::api::coordinator::status::{Status, StatusReply, StatusRequest, WorkflowView};
 
 use super::progress::LiveView;
@@ -124,11 +125,14 @@ async fn waiting_for_people(client: &Client, wfs: &[WorkflowView]) -> Vec<Waitin
 /// Whether the decision package of `workflow_id`'s gate lists provisional
 /// decisions to review.
 async fn provisional_waiting(client: &Client, workflow_id: &str) -> bool {
-    let package = client
-        .call("coordinator", "gate", json!({"workflow_id": workflow_id}))
-        .await;
-    package.is_ok_and(|p| {
-        p.pointer("/provisional/count")
+    let request = GateRequest {
+        workflow_id: workflow_id.to_string(),
+        gate: None,
+    };
+    // The package carries the facilitator's `provisional` reply as it came.
+    client.op::<Gate>(&request).await.is_ok_and(|p| {
+        p.provisional
+            .get("count")
             .and_then(Value::as_u64)
             .is_some_and(|n| n > 0)
     })
