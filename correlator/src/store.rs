@@ -29,15 +29,9 @@ fn schema_v1() -> u32 {
     RECORD_SCHEMA_VERSION
 }
 
-/// Whether an incident may still grow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RecordStatus {
-    /// Failures of its signature still join it.
-    Open,
-    /// A full window passed without a failure; final.
-    Closed,
-}
+/// Whether an incident may still grow (the API's type: the record and
+/// the `status` filter share it).
+pub use caucus_shared::api::correlator::RecordStatus;
 
 /// One incident as stored (the seed's `failure_correlations` row).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -25,6 +25,7 @@ pub mod settings;
 use async_nats::jetstream;
 use tokio_util::sync::CancellationToken;
 
+use caucus_shared::api::correlator::{Alerts, Correlations};
 use caucus_shared::nats::topology::ensure_kv;
 use caucus_shared::redis::OwnedLock;
 use caucus_shared::service::{Service, ServiceContext};
@@ -79,13 +80,11 @@ pub async fn open_store(
 pub fn routes(svc: &mut Service, store: CorrelationStore) {
     let ctx = svc.context().clone();
     let s = store.clone();
-    svc.route("correlations", move |body| {
-        api::correlations(s.clone(), body)
-    });
+    svc.op::<Correlations, _, _>(move |q| api::correlations(s.clone(), q));
     let severity = ctx.config.correlator.alert_severity.clone();
     let subjects = ctx.subjects.clone();
-    svc.route("alerts", move |body| {
-        api::alerts(store.clone(), subjects.clone(), severity.clone(), body)
+    svc.op::<Alerts, _, _>(move |q| {
+        api::alerts(store.clone(), subjects.clone(), severity.clone(), q)
     });
 }
 
