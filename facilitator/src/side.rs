@@ -1,31 +1,3 @@
-//! The two sides of a debate.
+//! The two sides of a debate (the type lives in the shared API crate).
 
-use serde::{Deserialize, Serialize};
-
-/// Which party of a debate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Side {
-    /// The agent that raised the challenge.
-    Challenger,
-    /// The agent whose finding is disputed.
-    Challenged,
-}
-
-impl Side {
-    /// The other side.
-    pub fn other(self) -> Side {
-        match self {
-            Side::Challenger => Side::Challenged,
-            Side::Challenged => Side::Challenger,
-        }
-    }
-
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Side::Challenger => "challenger",
-            Side::Challenged => "challenged",
-        }
-    }
-}
+pub use caucus_shared::api::facilitator::Side;

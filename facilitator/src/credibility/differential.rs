@@ -1,62 +1,10 @@
 //! The level-2 decision input: is one agent clearly more credible than the
 //! other in this context?
 
-use serde::{Deserialize, Serialize};
-
 use super::{CredibilityParams, CredibilityScore};
 use crate::side::Side;
 
-/// Both agents' credibility and the verdict of the numbers. Whether the
-/// debate may be auto-resolved also depends on its priority (never for
-/// critical-path debates, except on expert-queue overflow); that rule lives
-/// in the debate state machine.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct L2Assessment {
-    /// The challenger's score (none when it could not be computed).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub challenger: Option<CredibilityScore>,
-    /// The challenged agent's score.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub challenged: Option<CredibilityScore>,
-    /// `|A − B|`.
-    pub differential: f64,
-    /// `max(min_differential, CI_A + CI_B)`.
-    pub required: f64,
-    /// Both agents have at least `min_data_points` records in similar context.
-    pub sufficient_data: bool,
-    /// Sufficient data and `differential > required`.
-    pub clear: bool,
-    /// The more credible side (ties: none).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub favoured: Option<Side>,
-    /// The reasoning in one sentence.
-    pub reason: String,
-}
-
-impl L2Assessment {
-    /// An assessment that cannot resolve anything (e.g. the track records
-    /// could not be read before the mediation deadline).
-    pub fn unavailable(reason: impl Into<String>) -> Self {
-        L2Assessment {
-            challenger: None,
-            challenged: None,
-            differential: 0.0,
-            required: 1.0,
-            sufficient_data: false,
-            clear: false,
-            favoured: None,
-            reason: reason.into(),
-        }
-    }
-
-    /// The favoured side's score.
-    pub fn favoured_score(&self) -> Option<&CredibilityScore> {
-        match self.favoured? {
-            Side::Challenger => self.challenger.as_ref(),
-            Side::Challenged => self.challenged.as_ref(),
-        }
-    }
-}
+pub use caucus_shared::api::facilitator::L2Assessment;
 
 /// Compares the two agents' scores.
 pub fn assess_pair(

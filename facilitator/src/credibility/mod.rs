@@ -20,7 +20,7 @@ mod wilson;
 
 pub use differential::{assess_pair, L2Assessment};
 pub use params::CredibilityParams;
-pub use record::{Context, TrackRecord};
+pub use record::{validate, Context, TrackRecord};
 pub use score::{score, CredibilityQuery, CredibilityScore, RegimeFactor, TrendFactor};
 pub use wilson::{wilson, Interval};
 

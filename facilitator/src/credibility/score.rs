@@ -24,98 +24,17 @@
 //! docs/DEBATES.md.
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
-use super::record::{Context, TrackRecord};
-use super::trend::{self, Trend};
-use super::wilson::{wilson, Interval};
+use super::record::TrackRecord;
+use super::trend;
+use super::wilson::wilson;
 use super::{CredibilityError, CredibilityParams};
 
 const YEAR_MS: f64 = 31_557_600_000.0;
 
-/// What a score is computed for.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CredibilityQuery {
-    /// The debate's context; records matching it are "similar".
-    #[serde(default)]
-    pub context: Context,
-    /// The current market regime (none: no regime adjustment).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub regime: Option<String>,
-}
-
-/// Regime-specific part of a score.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RegimeFactor {
-    /// The regime.
-    pub regime: String,
-    /// Records taken in that regime.
-    pub samples: u64,
-    /// Accuracy in that regime (none without samples).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub accuracy: Option<f64>,
-    /// `70/30` (enough samples) or `30/70`.
-    pub weighting: String,
-    /// The regime-adjusted accuracy.
-    pub adjustment: f64,
-    /// Multiplier applied to the score (`adjustment / overall`).
-    pub factor: f64,
-}
-
-/// Trend part of a score.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TrendFactor {
-    /// The fitted trend.
-    pub trend: Trend,
-    /// True when R² is above the threshold, so the trend was applied.
-    pub significant: bool,
-    /// Accuracy extrapolated over the horizon (0..=1).
-    pub extrapolated: f64,
-    /// Multiplier applied to the score (1 when not significant).
-    pub factor: f64,
-}
-
-/// One agent's credibility with every factor, for documentation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CredibilityScore {
-    /// The agent.
-    pub agent: String,
-    /// Comprehensive credibility, 0..=1.
-    pub score: f64,
-    /// Wilson interval of `score` over `sample_size`.
-    pub interval: Interval,
-    /// Simple credibility (overall accuracy × temporal weight), 0..=1.
-    pub simple: f64,
-    /// Wilson interval of `simple` over `sample_size`.
-    pub simple_interval: Interval,
-    /// Records in similar context (the L2 data-point count).
-    pub sample_size: u64,
-    /// All records of the agent.
-    pub total_records: u64,
-    /// Mean outcome over all records.
-    pub overall_accuracy: f64,
-    /// Mean outcome over similar-context records.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub context_accuracy: Option<f64>,
-    /// Mean context match of all records (context match quality), 0..=1.
-    pub context_match: f64,
-    /// Weight given to the context accuracy (0 without enough data).
-    pub context_weight: f64,
-    /// Context-weighted base accuracy.
-    pub base_accuracy: f64,
-    /// Mean temporal decay weight, 0..=1.
-    pub temporal_weight: f64,
-    /// Regime adjustment, when a regime was asked for.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub regime: Option<RegimeFactor>,
-    /// Trend, when there are enough records to fit one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub trend: Option<TrendFactor>,
-    /// Share of records a human overrode.
-    pub override_rate: f64,
-    /// 1.00, 0.85 (> 20 %) or 0.70 (> 40 %).
-    pub override_penalty: f64,
-}
+pub use caucus_shared::api::facilitator::{
+    CredibilityQuery, CredibilityScore, RegimeFactor, TrendFactor,
+};
 
 fn mean(it: impl Iterator<Item = f64>) -> Option<f64> {
     let (sum, n) = it.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
@@ -143,7 +62,7 @@ pub fn score(
     params.validate()?;
     let mut mine: Vec<&TrackRecord> = records.iter().filter(|r| r.agent == agent).collect();
     for r in &mine {
-        r.validate()?;
+        super::record::validate(r)?;
     }
     mine.sort_by_key(|r| r.at);
     let total = mine.len() as u64;
@@ -282,6 +201,7 @@ pub fn score(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::credibility::Context;
     use chrono::{Duration, TimeZone};
     use proptest::prelude::*;
 

@@ -1,18 +1,7 @@
 //! Performance trend: least-squares line through the rolling accuracy of a
 //! track record (seed: "linear regression on rolling accuracy").
 
-use serde::{Deserialize, Serialize};
-
-/// A fitted trend.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Trend {
-    /// Accuracy change per year.
-    pub slope_per_year: f64,
-    /// Coefficient of determination of the fit, 0..=1.
-    pub r2: f64,
-    /// Rolling-accuracy points the line was fitted to.
-    pub points: usize,
-}
+pub use caucus_shared::api::facilitator::Trend;
 
 /// Fits `y = a + b·x` to `points` (x in years). `None` with fewer than three
 /// points or when every x is the same (no time spread, no trend). A flat

@@ -1,19 +1,7 @@
 //! Wilson score interval: how far a proportion measured on `n` samples can
 //! be trusted (seed: DD-008, z = 1.96).
 
-use serde::{Deserialize, Serialize};
-
-/// A Wilson score interval around a proportion.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Interval {
-    /// Lower bound, 0..=1.
-    pub lower: f64,
-    /// Upper bound, 0..=1.
-    pub upper: f64,
-    /// Half the width: the "confidence interval" the L2 threshold adds up
-    /// (`max(0.25, CI_A + CI_B)`).
-    pub half_width: f64,
-}
+pub use caucus_shared::api::facilitator::Interval;
 
 /// The Wilson interval of proportion `p` over `n` samples. With no samples
 /// nothing is known, and the half-width is 0.5 (the seed's rule). `p` is

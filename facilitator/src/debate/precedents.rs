@@ -14,7 +14,6 @@
 //! opening a debate costs no store reads however many debates exist.
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
 use super::Debate;
 
@@ -31,31 +30,7 @@ pub const MIN_SIMILARITY: f64 = 0.5;
 /// Precedents kept per debate.
 pub const MAX_PRECEDENTS: usize = 5;
 
-/// A similar past debate and its outcome.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Precedent {
-    /// The past debate.
-    pub debate_id: String,
-    /// What it disputed.
-    pub topic: String,
-    /// 0..=1, see the module docs.
-    pub similarity: f64,
-    /// What matched: `metric`, `agents`, `sector`, `item`.
-    pub matched: Vec<String>,
-    /// The position that stood, in words.
-    pub outcome: String,
-    /// The agent whose position stood, if one did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub winner: Option<String>,
-    /// Level it was resolved at.
-    pub level: u8,
-    /// How (`facilitator-resolved`, `human_decision`, `gate_override`, …).
-    pub method: String,
-    /// Whether a person later overrode its earlier resolution.
-    pub overridden: bool,
-    /// When it was resolved.
-    pub resolved_at: DateTime<Utc>,
-}
+pub use caucus_shared::api::facilitator::Precedent;
 
 fn metric(d: &Debate) -> Option<String> {
     d.metric()

@@ -3,138 +3,14 @@
 use caucus_shared::messages::{Challenge, Position};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-use super::resolution::ResolutionRecord;
-use crate::credibility::{Context, CredibilityQuery, L2Assessment};
+use crate::credibility::{CredibilityQuery, L2Assessment};
 use crate::side::Side;
+use caucus_shared::api::facilitator::{DebateRecord, DebateSummary, ResolutionRecord};
 
-/// Version of the stored [`Debate`] shape.
-pub const DEBATE_SCHEMA_VERSION: u32 = 1;
-
-/// Where a debate stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DebateState {
-    /// Level 1: waiting for the challenged agent's acknowledgement.
-    AwaitingAck,
-    /// Level 1: acknowledged; waiting for evidence.
-    AwaitingEvidence,
-    /// Level 1: evidence given; waiting for the challenger's verdict.
-    AwaitingVerdict,
-    /// Level 2: the facilitator is weighing credibility.
-    Mediating,
-    /// Level 3: with a human expert.
-    AwaitingHuman,
-    /// Level 4: a provisional resolution applies until the next gate.
-    Provisional,
-    /// Finished (binding, or closed for a re-debate).
-    Resolved,
-}
-
-impl DebateState {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DebateState::AwaitingAck => "awaiting_ack",
-            DebateState::AwaitingEvidence => "awaiting_evidence",
-            DebateState::AwaitingVerdict => "awaiting_verdict",
-            DebateState::Mediating => "mediating",
-            DebateState::AwaitingHuman => "awaiting_human",
-            DebateState::Provisional => "provisional",
-            DebateState::Resolved => "resolved",
-        }
-    }
-
-    /// Still arguing (levels 1–3).
-    pub fn is_open(self) -> bool {
-        !matches!(self, DebateState::Provisional | DebateState::Resolved)
-    }
-}
-
-/// The memory snapshot a debate argues from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Snapshot {
-    /// Immutable id every debate message must cite, e.g. `snap_1234`.
-    pub snapshot_id: String,
-    /// When it was cut.
-    pub taken_at: DateTime<Utc>,
-    /// Participants that acknowledged the flush.
-    pub flushed: Vec<String>,
-    /// Participants that did not answer within the flush time-out.
-    pub unresponsive: Vec<String>,
-}
-
-/// Optional facilitator extensions read from the challenge content next to
-/// the seed's fields (unknown to other readers, who ignore them).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ChallengeExtensions {
-    /// Analysis context for credibility (sector, metric, horizon, size, stage).
-    #[serde(default)]
-    pub context: Context,
-    /// Market regime for credibility.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub regime: Option<String>,
-    /// Analyses that depend on the disputed finding.
-    #[serde(default)]
-    pub downstream_dependencies: Vec<String>,
-    /// When the next human gate is due (the override window closes then).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_gate: Option<DateTime<Utc>>,
-}
-
-impl ChallengeExtensions {
-    /// Reads the extensions from raw challenge content; malformed extension
-    /// fields are ignored rather than failing the challenge.
-    pub fn from_content(content: &Value) -> Self {
-        let field = |k: &str| content.get(k).cloned();
-        ChallengeExtensions {
-            context: field("context")
-                .and_then(|v| serde_json::from_value(v).ok())
-                .unwrap_or_default(),
-            regime: field("regime").and_then(|v| v.as_str().map(str::to_string)),
-            downstream_dependencies: field("downstream_dependencies")
-                .and_then(|v| serde_json::from_value(v).ok())
-                .unwrap_or_default(),
-            next_gate: field("next_gate").and_then(|v| serde_json::from_value(v).ok()),
-        }
-    }
-}
-
-/// Evidence put forward in a debate.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EvidenceEntry {
-    /// Who gave it.
-    pub from: String,
-    /// Which side that is.
-    pub side: Side,
-    /// The evidence.
-    pub evidence: Vec<String>,
-    /// The (possibly revised) position that came with it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub position: Option<Position>,
-    /// True when the position was revised.
-    #[serde(default)]
-    pub revised: bool,
-    /// Acknowledged limitations.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub limitations: Vec<String>,
-    /// When.
-    pub at: DateTime<Utc>,
-}
-
-/// One step of a debate's history.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HistoryEntry {
-    /// When.
-    pub at: DateTime<Utc>,
-    /// Level after the step.
-    pub level: u8,
-    /// State after the step.
-    pub state: DebateState,
-    /// What happened, e.g. `ack_timeout`, `evidence_rejected`.
-    pub event: String,
-}
+pub use caucus_shared::api::facilitator::{
+    ChallengeExtensions, DebateState, EvidenceEntry, HistoryEntry, Snapshot, DEBATE_SCHEMA_VERSION,
+};
 
 /// One debate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -196,6 +72,30 @@ pub struct Debate {
 }
 
 impl Debate {
+    /// Its line in `facilitator.debates` (and the `debate` of replies).
+    pub fn summary(&self) -> DebateSummary {
+        DebateSummary {
+            debate_id: self.debate_id.clone(),
+            challenge_id: self.challenge.challenge_id.clone(),
+            topic: self.challenge.disputed_finding.clone(),
+            challenger: self.challenge.challenger.clone(),
+            challenged: self.challenge.challenged.clone(),
+            priority: self.challenge.priority,
+            workflow_id: self.challenge.workflow_id.clone(),
+            item: self.challenge.item.clone(),
+            level: self.level,
+            state: self.state,
+            deadline: self.deadline,
+            expert: self.expert.clone(),
+            snapshot_id: self.snapshot.snapshot_id.clone(),
+            unresponsive: self.snapshot.unresponsive.clone(),
+            resolution: self.resolution.as_ref().map(|r| r.label.clone()),
+            provisional: self.state == DebateState::Provisional,
+            opened_at: self.opened_at,
+            precedents: self.precedents.clone(),
+        }
+    }
+
     /// The metric it is about ([`caucus_shared::messages::debate_metric`]).
     pub fn metric(&self) -> Option<String> {
         caucus_shared::messages::debate_metric(
@@ -273,5 +173,58 @@ impl Debate {
         let mut seen = std::collections::HashSet::new();
         out.retain(|e| seen.insert(e.clone()));
         out
+    }
+}
+
+/// Field for field (destructured, so a field added to one and not the
+/// other fails to compile; the JSON is checked by a test).
+impl From<Debate> for DebateRecord {
+    fn from(d: Debate) -> Self {
+        let Debate {
+            schema_version,
+            debate_id,
+            challenge,
+            extensions,
+            opened_at,
+            snapshot,
+            level,
+            state,
+            deadline,
+            evidence_due,
+            challenger_position,
+            challenged_position,
+            evidence,
+            assessment,
+            expert,
+            resolution,
+            superseded,
+            redebate_of,
+            generation,
+            precedents,
+            history,
+        } = d;
+        DebateRecord {
+            schema_version,
+            debate_id,
+            challenge,
+            extensions,
+            opened_at,
+            snapshot,
+            level,
+            state,
+            deadline,
+            evidence_due,
+            challenger_position,
+            challenged_position,
+            evidence,
+            assessment,
+            expert,
+            resolution,
+            superseded,
+            redebate_of,
+            generation,
+            precedents,
+            history,
+        }
     }
 }

@@ -837,3 +837,47 @@ fn debates_over_synthetic_data_feed_no_track_record() {
     d.challenge.synthetic = true;
     assert!(outcomes::track_records(&d, &r, "").is_empty());
 }
+
+/// Replies carry stored debates as the shared `DebateRecord`: every stored
+/// shape (open, provisional with its assessment, overridden with an impact
+/// report and a superseded resolution, resolved with precedents) must
+/// decode as it and re-encode to the same JSON, so the two cannot drift.
+#[test]
+fn stored_debates_are_the_shared_debate_record() {
+    use caucus_shared::api::facilitator::DebateRecord;
+    let mut overridden = provisional();
+    overridden
+        .gate_review(
+            at(900),
+            &GateAction::Override {
+                reviewer: "gate4".into(),
+                side: Some(Side::Challenged),
+                position: None,
+                rationale: "guidance".into(),
+            },
+            None,
+        )
+        .unwrap();
+    let mut with_precedents = open("valuation");
+    with_precedents.snapshot.taken_at = at(10_000);
+    with_precedents.precedents =
+        precedents::find(&with_precedents, &[resolved_debate("SAME", 100)]);
+    assert!(!with_precedents.precedents.is_empty());
+    for d in [
+        open("supporting"),
+        provisional(),
+        overridden,
+        with_precedents,
+    ] {
+        let stored = serde_json::to_value(&d).unwrap();
+        let view: DebateRecord = serde_json::from_value(stored.clone()).unwrap();
+        assert_eq!(
+            serde_json::to_value(&view).unwrap(),
+            stored,
+            "{}",
+            d.debate_id
+        );
+        let converted = DebateRecord::from(d);
+        assert_eq!(serde_json::to_value(&converted).unwrap(), stored);
+    }
+}

@@ -2,8 +2,6 @@
 //! messages and time-outs through the pure state machine, mediate at level
 //! 2, and carry out the effects once the new state is stored.
 
-use std::collections::BTreeMap;
-
 use async_nats::HeaderMap;
 use caucus_shared::clock::SharedClock;
 use caucus_shared::envelope::{Envelope, MessageType};
@@ -11,11 +9,9 @@ use caucus_shared::messages::{
     Challenge, DebateAck, DebateEvidence, DebateVerdict, MessageContent,
 };
 use caucus_shared::subjects::Subjects;
-use serde_json::Value;
 
 use super::error::ServiceError;
 use super::experts::ExpertQueues;
-use super::requests::{DecideRequest, GateReviewRequest};
 use super::store::{DebateStore, StoreError, TrackStore};
 use super::sync::Snapshotter;
 use crate::credibility::{assess_pair, score, CredibilityParams, L2Assessment};
@@ -25,6 +21,7 @@ use crate::debate::{
     GateAction, HumanDecision, OverrideImpact, RedebateRequest, Timeouts,
 };
 use crate::impact::{self, Analysis, AnalysisKind, AssumptionChange, ImpactParams};
+use caucus_shared::api::facilitator::{DecideRequest, ExpertLoadReply, GateReviewRequest};
 
 /// Revision conflicts retried before giving up (another instance keeps
 /// writing the same debate).
@@ -492,14 +489,14 @@ impl Facilitator {
     }
 
     /// Expert → `"n/max"`.
-    pub async fn expert_load(&self) -> Result<BTreeMap<String, Value>, ServiceError> {
+    pub async fn expert_load(&self) -> Result<ExpertLoadReply, ServiceError> {
         let max = self.experts.max();
         Ok(self
             .experts
             .load()
             .await?
             .into_iter()
-            .map(|(e, m)| (e, Value::String(format!("{}/{max}", m.len()))))
+            .map(|(e, m)| (e, format!("{}/{max}", m.len())))
             .collect())
     }
 }

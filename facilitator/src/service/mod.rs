@@ -13,7 +13,6 @@ pub mod engine;
 pub mod error;
 pub mod experts;
 pub mod regime;
-pub mod requests;
 pub mod store;
 pub mod sync;
 pub mod timer;

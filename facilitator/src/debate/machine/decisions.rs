@@ -24,33 +24,4 @@ pub struct HumanDecision {
     pub unavailable: bool,
 }
 
-/// A gate's level-5 action on a provisional decision.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "action", rename_all = "snake_case")]
-pub enum GateAction {
-    /// Accept the conservative default as final.
-    Confirm {
-        /// Who reviewed.
-        reviewer: String,
-    },
-    /// Apply another position; the rationale is required.
-    Override {
-        /// Who reviewed.
-        reviewer: String,
-        /// A side whose position applies (or give `position`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        side: Option<Side>,
-        /// The position that applies.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        position: Option<Position>,
-        /// Why.
-        rationale: String,
-    },
-    /// Close this debate and open a new one with more context.
-    Redebate {
-        /// Who reviewed.
-        reviewer: String,
-        /// Context the new debate should consider.
-        context: String,
-    },
-}
+pub use caucus_shared::api::facilitator::GateAction;
