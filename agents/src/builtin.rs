@@ -11,6 +11,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use caucus_shared::envelope::{Envelope, MessageType, Priority};
+use caucus_shared::messages::Finding;
+use caucus_shared::outputs::to_value;
 use caucus_shared::task::{TaskDispatch, TaskError};
 
 use crate::analysts::{self, Dataset, DatasetError, Settings};
@@ -61,22 +63,16 @@ impl BuiltinAgents {
             .findings
             .into_iter()
             .map(|f| {
-                let mut content = serde_json::json!({
-                    "finding": f.finding,
-                    "confidence": f.confidence,
-                    "evidence": f.evidence,
-                    "impact": f.impact,
-                    "key": format!("{}:{}", task.item, f.key),
-                    "item": task.item,
-                    "workflow_id": task.workflow_id,
-                });
-                if let Some(m) = f.metric {
-                    content["metric"] = Value::String(m);
-                }
-                if let Some(v) = f.value {
-                    content["value"] = serde_json::json!(v);
-                }
-                content
+                to_value(&Finding {
+                    key: Some(format!("{}:{}", task.item, f.key)),
+                    item: Some(task.item.clone()),
+                    workflow_id: Some(task.workflow_id.clone()),
+                    evidence: f.evidence,
+                    impact: Some(f.impact),
+                    metric: f.metric,
+                    value: f.value.map(Value::from),
+                    ..Finding::new(f.finding, f.confidence)
+                })
             })
             .collect();
         let messages = out

@@ -5,9 +5,10 @@
 //! above 0.8 confidence, rate move of 25 bps or more); otherwise it only
 //! reports the event in its output.
 
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
-use caucus_shared::messages::MacroBroadcast;
+use caucus_shared::messages::{Alert, BelowThreshold, MacroBroadcast};
 use caucus_shared::task::TaskDispatch;
 
 use crate::analysts::AnalystError;
@@ -15,6 +16,38 @@ use crate::output::{AgentMessage, AgentOutput, MessageTarget};
 
 /// The agent type.
 pub const AGENT_TYPE: &str = "macro";
+
+/// The output of a macro task.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MacroOutput {
+    /// Version of the analysts' outputs.
+    pub schema_version: u32,
+    /// Always [`AGENT_TYPE`].
+    pub agent_type: &'static str,
+    /// The task's item.
+    pub item: String,
+    /// `regime_change` or `rate_announcement`.
+    pub event_type: &'static str,
+    /// The regime before (`null` when not given).
+    pub old_regime: Option<String>,
+    /// The regime after (`null` when not given).
+    pub new_regime: Option<String>,
+    /// How sure the source is, 0..=1.
+    pub confidence: f64,
+    /// The alert content broadcast (or that would have been).
+    pub content: Alert,
+    /// Whether it went to `caucus.msg.all`.
+    pub broadcast: bool,
+    /// `system_critical`, when broadcast.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<&'static str>,
+    /// The broadcast envelope's id, when broadcast.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// Why it was not broadcast.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<BelowThreshold>,
+}
 
 /// Reads the event from `params`; fields under `implications` (the seed's
 /// shape) count as if given at the top level.
@@ -53,18 +86,20 @@ pub fn parse_event(params: &Value) -> Result<MacroBroadcast, AnalystError> {
 /// Runs one macro task.
 pub fn run(task: &TaskDispatch) -> Result<AgentOutput, AnalystError> {
     let event = parse_event(&task.params)?;
-    let content = serde_json::to_value(event.content())
-        .map_err(|e| AnalystError::bad_input(e.to_string()))?;
-    let mut output = json!({
-        "schema_version": crate::analysts::OUTPUT_SCHEMA_VERSION,
-        "agent_type": AGENT_TYPE,
-        "item": task.item,
-        "event_type": event.event_type.as_str(),
-        "old_regime": event.old_regime,
-        "new_regime": event.new_regime,
-        "confidence": event.confidence,
-        "content": content,
-    });
+    let mut output = MacroOutput {
+        schema_version: crate::analysts::OUTPUT_SCHEMA_VERSION,
+        agent_type: AGENT_TYPE,
+        item: task.item.clone(),
+        event_type: event.event_type.as_str(),
+        old_regime: event.old_regime.clone(),
+        new_regime: event.new_regime.clone(),
+        confidence: event.confidence,
+        content: event.content(),
+        broadcast: false,
+        priority: None,
+        message_id: None,
+        reason: None,
+    };
     let mut messages = Vec::new();
     match event.is_system_critical() {
         Ok(()) => {
@@ -75,19 +110,18 @@ pub fn run(task: &TaskDispatch) -> Result<AgentOutput, AnalystError> {
                 .map_err(|e| AnalystError::bad_input(format!("macro: {e}")))?
                 .with_id(format!("macro-{}", task.task_id))
                 .with_correlation_id(task.workflow_id.clone());
-            output["broadcast"] = json!(true);
-            output["priority"] = json!("system_critical");
-            output["message_id"] = json!(envelope.id);
+            output.broadcast = true;
+            output.priority = Some("system_critical");
+            output.message_id = Some(envelope.id.clone());
             messages.push(AgentMessage {
                 target: MessageTarget::Broadcast,
                 envelope,
             });
         }
-        Err(reason) => {
-            output["broadcast"] = json!(false);
-            output["reason"] = json!(reason);
-        }
+        Err(reason) => output.reason = Some(reason),
     }
+    let output =
+        serde_json::to_value(&output).map_err(|e| AnalystError::bad_input(e.to_string()))?;
     Ok(AgentOutput {
         output,
         findings: Vec::new(),
@@ -98,6 +132,7 @@ pub fn run(task: &TaskDispatch) -> Result<AgentOutput, AnalystError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn task(params: Value) -> TaskDispatch {
         serde_json::from_value(json!({

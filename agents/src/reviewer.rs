@@ -8,15 +8,19 @@
 //! finished last (ties: the last task key), and the next level is warned
 //! that the other tasks' changes to that resource must be checked.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use caucus_shared::outputs::review::{
+    ConflictEntry, ReviewParamsView, ReviewedConflict, ReviewerOutput, REVIEW_KIND,
+};
+use caucus_shared::outputs::{to_value, OutputError};
 use caucus_shared::task::{TaskDispatch, TaskError};
 
 use crate::permanent;
 
 /// Whether `task` is a level review.
 pub fn is_review_task(task: &TaskDispatch) -> bool {
-    task.params.get("kind").and_then(Value::as_str) == Some("level_review")
+    task.params.get("kind").and_then(Value::as_str) == Some(REVIEW_KIND)
 }
 
 fn bad(message: String) -> TaskError {
@@ -25,54 +29,49 @@ fn bad(message: String) -> TaskError {
 
 /// The review of the level described by `task.params`.
 pub fn review(task: &TaskDispatch) -> Result<Value, TaskError> {
-    let p = &task.params;
+    let p: ReviewParamsView = caucus_shared::outputs::decode(&task.params)
+        .map_err(|e: OutputError| bad(format!("params: {e}")))?;
     let level = p
-        .get("level")
-        .and_then(Value::as_u64)
+        .level
         .ok_or_else(|| bad("params.level must be a level number".into()))?;
     let tasks = p
-        .pointer("/context/tasks")
-        .and_then(Value::as_array)
+        .context
+        .and_then(|c| c.tasks)
         .ok_or_else(|| bad("params.context.tasks must be a list".into()))?;
     let conflicts = p
-        .get("conflicts")
-        .and_then(Value::as_array)
+        .conflicts
         .ok_or_else(|| bad("params.conflicts must be a list".into()))?;
     let finished = |key: &str| {
         tasks
             .iter()
-            .find(|t| t["task"] == key)
-            .and_then(|t| t["finished_at"].as_str())
-            .unwrap_or("")
-            .to_string()
+            .find(|t| t.task.as_deref() == Some(key))
+            .and_then(|t| t.finished_at.clone())
+            .unwrap_or_default()
     };
     let mut reviewed = Vec::new();
     let mut fixes = Vec::new();
     let mut warnings = Vec::new();
     for c in conflicts {
-        let resource = c["resource"]
-            .as_str()
-            .ok_or_else(|| bad(format!("conflict without a resource: {c}")))?;
-        let mut by: Vec<String> = c["tasks"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|t| t.as_str().map(str::to_string))
-            .collect();
+        let ConflictEntry {
+            resource,
+            tasks: by,
+        } = c.clone();
+        let resource = resource
+            .ok_or_else(|| bad(format!("conflict without a resource: {}", to_value(&c))))?;
+        let mut by = by.unwrap_or_default();
         by.sort();
         // RFC 3339 times of one clock sort as text; stable sort keeps key order on ties.
         by.sort_by_key(|k| finished(k));
         let Some(kept) = by.last().cloned() else {
             return Err(bad(format!("conflict on `{resource}` names no tasks")));
         };
-        let others: Vec<&str> = by[..by.len() - 1].iter().map(String::as_str).collect();
-        let others = others.join(", ");
-        reviewed.push(json!({
-            "resource": resource,
-            "tasks": by,
-            "resolved": true,
-            "resolution": format!("kept the change of `{kept}` (finished last) over {others}"),
-        }));
+        let others = by[..by.len() - 1].join(", ");
+        reviewed.push(ReviewedConflict {
+            resource: resource.clone(),
+            tasks: by,
+            resolved: true,
+            resolution: format!("kept the change of `{kept}` (finished last) over {others}"),
+        });
         fixes.push(format!("{resource}: kept the version of {kept}"));
         warnings.push(format!(
             "`{resource}` was modified by {others} and {kept}; the version of {kept} was kept: \
@@ -84,13 +83,13 @@ pub fn review(task: &TaskDispatch) -> Result<Value, TaskError> {
         tasks.len(),
         reviewed.len()
     );
-    Ok(json!({
-        "level": level,
-        "conflicts": reviewed,
-        "summary": summary,
-        "fixes_applied": fixes,
-        "warnings_for_next_level": warnings,
-        "reviewer": "builtin",
+    Ok(to_value(&ReviewerOutput {
+        level,
+        conflicts: reviewed,
+        summary,
+        fixes_applied: fixes,
+        warnings_for_next_level: warnings,
+        reviewer: "builtin".into(),
     }))
 }
 
@@ -98,6 +97,7 @@ pub fn review(task: &TaskDispatch) -> Result<Value, TaskError> {
 mod tests {
     use super::*;
     use chrono::Utc;
+    use serde_json::json;
     use std::collections::BTreeMap;
 
     fn task(params: Value) -> TaskDispatch {

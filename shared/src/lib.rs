@@ -18,6 +18,7 @@ pub mod error;
 pub mod health;
 pub mod messages;
 pub mod nats;
+pub mod outputs;
 pub mod pipeline;
 pub mod redis;
 pub mod service;

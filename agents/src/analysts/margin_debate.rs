@@ -15,7 +15,11 @@
 //!   when the evidence favours the challenged agent's method; otherwise it
 //!   rejects and the facilitator escalates to level 2.
 
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use caucus_shared::messages::Position;
+use caucus_shared::outputs::{decode, lenient, to_value};
 
 use super::dataset::Company;
 use super::format::{pct, pts};
@@ -81,21 +85,80 @@ pub struct ChallengeInput<'a> {
     pub synthetic: bool,
 }
 
-fn position(agent: &str, v: &View, company: &Company) -> Value {
+fn position(agent: &str, v: &View, company: &Company) -> Position {
     let statement = match agent {
         FINANCIAL => format!("{} operating margin (trailing 3-yr average)", pct(v.value)),
         _ => format!("{} operating margin (latest + trend × R²)", pct(v.value)),
     };
-    let mut p = json!({
-        "statement": statement,
-        "metric": METRIC,
-        "value": round(v.value, 6),
-        "evidence": [format!("{} {} operating-margin assumption for {}", agent, pct(v.value), company.ticker)],
-    });
-    if let Some(c) = v.confidence {
-        p["confidence"] = json!(c);
+    Position {
+        statement,
+        metric: Some(METRIC.into()),
+        value: Some(round(v.value, 6).into()),
+        confidence: v.confidence,
+        evidence: vec![format!(
+            "{} {} operating-margin assumption for {}",
+            agent,
+            pct(v.value),
+            company.ticker
+        )],
     }
-    p
+}
+
+/// What the disputed figure is about.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChallengeContext {
+    /// The company's sector.
+    pub sector: String,
+    /// Always [`METRIC`].
+    pub metric: String,
+    /// The fiscal year the margin is for (`FY2025`).
+    pub horizon: String,
+}
+
+/// The margin debate's challenge content: the seed's Challenge Format plus
+/// the facilitator's extensions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MarginChallenge {
+    /// Same as `debate_id`.
+    pub challenge_id: String,
+    /// [`debate_id`] of the workflow.
+    pub debate_id: String,
+    /// [`STRATEGY`].
+    pub challenger: String,
+    /// [`FINANCIAL`].
+    pub challenged: String,
+    /// Financial's assumption, in words.
+    pub disputed_finding: String,
+    /// Why strategy disputes it, with the gap and the threshold.
+    pub challenge_basis: String,
+    /// What the challenged agent must show.
+    pub required_evidence: Vec<String>,
+    /// Seconds before the debate escalates.
+    pub escalation_timer: u64,
+    /// Always `valuation`.
+    pub priority: String,
+    /// Always `null`: the facilitator sets it.
+    pub provisional_resolution: Option<Value>,
+    /// Strategy's position.
+    pub challenger_position: Position,
+    /// Financial's position.
+    pub challenged_position: Position,
+    /// `<ticker>:operating_margin`.
+    pub finding_key: String,
+    /// The ticker.
+    pub item: String,
+    /// The workflow.
+    pub workflow_id: String,
+    /// What the figure is about.
+    pub context: ChallengeContext,
+    /// Analyses that use the disputed margin.
+    pub downstream_dependencies: Vec<String>,
+    /// The current market regime, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regime: Option<String>,
+    /// From the synthetic bundled data set.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub synthetic: bool,
 }
 
 /// The challenge content (the seed's Challenge Format plus the facilitator's
@@ -105,38 +168,87 @@ pub fn challenge(input: &ChallengeInput<'_>) -> Value {
     let id = debate_id(input.workflow_id);
     let gap = input.strategy.value - input.financial.value;
     let fy = c.latest().fiscal_year;
-    let mut content = json!({
-        "challenge_id": id,
-        "debate_id": id,
-        "challenger": STRATEGY,
-        "challenged": FINANCIAL,
-        "disputed_finding": format!(
+    to_value(&MarginChallenge {
+        challenge_id: id.clone(),
+        debate_id: id,
+        challenger: STRATEGY.into(),
+        challenged: FINANCIAL.into(),
+        disputed_finding: format!(
             "{} operating margin assumption {} (trailing 3-yr average)",
-            c.ticker, pct(input.financial.value)
+            c.ticker,
+            pct(input.financial.value)
         ),
-        "challenge_basis": format!(
+        challenge_basis: format!(
             "The margin trend puts FY{} at {}, {} from the trailing average (debate threshold {})",
-            fy + 1, pct(input.strategy.value), pts(gap), pts(input.threshold)
+            fy + 1,
+            pct(input.strategy.value),
+            pts(gap),
+            pts(input.threshold)
         ),
-        "required_evidence": ["Operating margin by fiscal year", "Trailing-average computation"],
-        "escalation_timer": ESCALATION_TIMER_S,
-        "priority": "valuation",
-        "provisional_resolution": null,
-        "challenger_position": position(STRATEGY, &input.strategy, c),
-        "challenged_position": position(FINANCIAL, &input.financial, c),
-        "finding_key": format!("{}:{METRIC}", c.ticker),
-        "item": c.ticker,
-        "workflow_id": input.workflow_id,
-        "context": {"sector": c.sector, "metric": METRIC, "horizon": format!("FY{}", fy + 1)},
-        "downstream_dependencies": DOWNSTREAM,
-    });
-    if let Some(r) = &input.regime {
-        content["regime"] = json!(r);
-    }
-    if input.synthetic {
-        content["synthetic"] = json!(true);
-    }
-    content
+        required_evidence: vec![
+            "Operating margin by fiscal year".into(),
+            "Trailing-average computation".into(),
+        ],
+        escalation_timer: ESCALATION_TIMER_S,
+        priority: "valuation".into(),
+        provisional_resolution: None,
+        challenger_position: position(STRATEGY, &input.strategy, c),
+        challenged_position: position(FINANCIAL, &input.financial, c),
+        finding_key: format!("{}:{METRIC}", c.ticker),
+        item: c.ticker.clone(),
+        workflow_id: input.workflow_id.to_string(),
+        context: ChallengeContext {
+            sector: c.sector.clone(),
+            metric: METRIC.into(),
+            horizon: format!("FY{}", fy + 1),
+        },
+        downstream_dependencies: DOWNSTREAM.map(String::from).to_vec(),
+        regime: input.regime.clone(),
+        synthetic: input.synthetic,
+    })
+}
+
+/// How a built-in analyst computed its margin, year by year.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Computation {
+    /// `trailing_3yr_average` or `latest_plus_trend_x_r2`.
+    pub method: String,
+    /// Trailing average: the years averaged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trailing_years: Option<Vec<i32>>,
+    /// Trailing average: standard deviation of those margins (fraction).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdev: Option<f64>,
+    /// Trend: slope per year (fraction).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slope_per_year: Option<f64>,
+    /// Trend: R² of the fit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r_squared: Option<f64>,
+    /// Trend: the latest year's margin (fraction).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest: Option<f64>,
+    /// Every fiscal year of the data set.
+    pub fiscal_years: Vec<i32>,
+    /// Each year's operating margin (fraction).
+    pub margins: Vec<f64>,
+    /// The method's result (fraction).
+    pub value: f64,
+}
+
+/// The `debate_evidence` content a built-in analyst sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceContent {
+    /// One line per year, then the method's result.
+    pub evidence: Vec<String>,
+    /// The analyst's position.
+    pub position: Position,
+    /// Always false: built-in analysts keep their view.
+    pub revised: bool,
+    /// What the method cannot see.
+    pub limitations: Vec<String>,
+    /// The computation behind it.
+    pub computation: Computation,
 }
 
 /// A challenged built-in analyst's answer: its position and computation.
@@ -170,8 +282,12 @@ pub fn evidence(agent: &str, company: &Company) -> Result<Evidence, AnalystError
             (
                 a.value,
                 format!("{} operating margin (trailing 3-yr average)", pct(a.value)),
-                json!({"method": "trailing_3yr_average", "trailing_years": a.years,
-                       "stdev": round(a.stdev, 6)}),
+                Computation {
+                    method: "trailing_3yr_average".into(),
+                    trailing_years: Some(a.years.clone()),
+                    stdev: Some(round(a.stdev, 6)),
+                    ..Computation::default()
+                },
                 vec!["An average lags a margin that keeps trending".to_string()],
             )
         }
@@ -187,8 +303,13 @@ pub fn evidence(agent: &str, company: &Company) -> Result<Evidence, AnalystError
             (
                 v.value,
                 format!("{} operating margin (latest + trend × R²)", pct(v.value)),
-                json!({"method": "latest_plus_trend_x_r2", "slope_per_year": round(v.fit.slope, 6),
-                       "r_squared": round(v.fit.r_squared, 4), "latest": round(v.latest, 6)}),
+                Computation {
+                    method: "latest_plus_trend_x_r2".into(),
+                    slope_per_year: Some(round(v.fit.slope, 6)),
+                    r_squared: Some(round(v.fit.r_squared, 4)),
+                    latest: Some(round(v.latest, 6)),
+                    ..Computation::default()
+                },
                 vec!["Extrapolation assumes the trend holds one more year".to_string()],
             )
         }
@@ -198,18 +319,25 @@ pub fn evidence(agent: &str, company: &Company) -> Result<Evidence, AnalystError
             )))
         }
     };
-    let mut computation = computation;
-    computation["fiscal_years"] = json!(years);
-    computation["margins"] = json!(margins.iter().map(|m| round(*m, 6)).collect::<Vec<_>>());
-    computation["value"] = json!(round(value, 6));
+    let computation = Computation {
+        fiscal_years: years,
+        margins: margins.iter().map(|m| round(*m, 6)).collect(),
+        value: round(value, 6),
+        ..computation
+    };
     Ok(Evidence {
-        content: json!({
-            "evidence": lines.clone(),
-            "position": {"statement": statement, "metric": METRIC, "value": round(value, 6),
-                         "evidence": lines},
-            "revised": false,
-            "limitations": limitations,
-            "computation": computation,
+        content: to_value(&EvidenceContent {
+            evidence: lines.clone(),
+            position: Position {
+                statement,
+                metric: Some(METRIC.into()),
+                value: Some(round(value, 6).into()),
+                confidence: None,
+                evidence: lines,
+            },
+            revised: false,
+            limitations,
+            computation,
         }),
     })
 }
@@ -223,19 +351,47 @@ pub struct Verdict {
     pub reason: String,
 }
 
+/// The challenger is not a built-in margin analyst: it has no rule, so no
+/// verdict is given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no built-in verdict rule for challenger `{challenger}`")]
+pub struct NoVerdictRule {
+    /// The challenger's agent type.
+    pub challenger: String,
+}
+
+/// The part of any agent's `debate_evidence` content the rule reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+struct EvidenceView {
+    /// The computation, when the evidence has one.
+    #[serde(default, deserialize_with = "lenient")]
+    computation: Option<ComputationView>,
+}
+
+/// The yearly margins of a computation.
+#[derive(Debug, Clone, Default, Deserialize)]
+struct ComputationView {
+    /// Each year's operating margin (fraction); `None` unless all are numbers.
+    #[serde(default, deserialize_with = "lenient")]
+    margins: Option<Vec<f64>>,
+}
+
 /// Applies the rule of the module docs. `evidence` is the challenged
-/// agent's `debate_evidence` content; `Err` when `challenger` has no rule
-/// (it is not a built-in margin analyst), so no verdict is given.
-pub fn verdict(challenger: &str, challenged: &str, evidence: &Value) -> Result<Verdict, String> {
+/// agent's `debate_evidence` content (any agent's: read leniently).
+pub fn verdict(
+    challenger: &str,
+    challenged: &str,
+    evidence: &Value,
+) -> Result<Verdict, NoVerdictRule> {
     if challenger != FINANCIAL && challenger != STRATEGY {
-        return Err(format!(
-            "no built-in verdict rule for challenger `{challenger}`"
-        ));
+        return Err(NoVerdictRule {
+            challenger: challenger.to_string(),
+        });
     }
-    let margins: Option<Vec<f64>> = evidence
-        .pointer("/computation/margins")
-        .and_then(Value::as_array)
-        .and_then(|a| a.iter().map(Value::as_f64).collect());
+    let margins: Option<Vec<f64>> = decode::<EvidenceView>(evidence)
+        .unwrap_or_default()
+        .computation
+        .and_then(|c| c.margins);
     let Some(m) = margins.filter(|m| m.len() >= 3 && m.iter().all(|x| x.is_finite())) else {
         return Ok(Verdict {
             accepted: false,
@@ -273,6 +429,7 @@ pub fn verdict(challenger: &str, challenged: &str, evidence: &Value) -> Result<V
 mod tests {
     use super::*;
     use crate::analysts::Dataset;
+    use serde_json::json;
 
     fn company(t: &str) -> Company {
         Dataset::bundled().unwrap().company(t).unwrap().clone()

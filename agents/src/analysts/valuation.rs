@@ -245,14 +245,15 @@ pub(crate) fn analyse(ctx: &Ctx<'_>) -> Result<Analysis, AnalystError> {
             "margin_used": round(f.min(s), 6),
             "rule": "the lower (conservative) margin is used until the debate resolves",
         });
-        (challenge, summary)
+        let id = margin_debate::debate_id(&ctx.task.workflow_id);
+        (challenge, summary, id)
     });
 
     let mut a = Analysis::default();
     match debate {
-        Some((challenge, summary)) => {
+        Some((challenge, summary, id)) => {
             a.set("provisional", json!(true));
-            a.set("debate_ids", json!([summary["debate_id"].clone()]));
+            a.set("debate_ids", json!([id]));
             a.set("margin_debate", summary);
             a.challenges.push(challenge);
         }

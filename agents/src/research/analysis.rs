@@ -2,63 +2,89 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use caucus_shared::outputs::research::{
+    AnalysisOutput, CitedSource, Insight, Pattern, Source, ValidationOutput,
+};
+use caucus_shared::outputs::to_value;
 use caucus_shared::task::{TaskDispatch, TaskError};
 
-use super::{completion, input, kind_of, u64_param, write, OUTPUT_SCHEMA_VERSION};
+use super::{completion, kind_of, typed_input, u64_param, write, OUTPUT_SCHEMA_VERSION};
 
 /// Insights produced at most.
 const MAX_INSIGHTS: usize = 8;
 
 pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
-    let checked = input(task, "validate")?;
-    let mut valid: Vec<Value> = checked["sources"]
-        .as_array()
+    let checked: ValidationOutput = typed_input(task, "validate")?;
+    let mut valid: Vec<Source> = checked
+        .sources
+        .unwrap_or_default()
         .into_iter()
-        .flatten()
-        .filter(|s| s["validated"] == true)
-        .cloned()
+        .filter(Source::is_validated)
         .collect();
+    let text = |t: &Option<String>| t.clone().unwrap_or_default();
     let mut by_kind: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
     let mut by_aspect: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for s in &valid {
-        let id = s["id"].as_str().unwrap_or("").to_string();
+        let id = text(&s.id);
         by_kind
-            .entry(kind_of(s["domain"].as_str().unwrap_or("")))
+            .entry(kind_of(s.domain.as_deref().unwrap_or("")))
             .or_default()
             .push(id.clone());
         by_aspect
-            .entry(s["aspect"].as_str().unwrap_or("general").to_string())
+            .entry(s.aspect.clone().unwrap_or_else(|| "general".into()))
             .or_default()
             .push(id);
     }
-    let mut patterns: Vec<Value> = by_kind
+    let pattern = |name: String, description: String, ids: &Vec<String>| Pattern {
+        name: Some(name),
+        description: Some(description),
+        sources: Some(ids.clone()),
+    };
+    let mut patterns: Vec<Pattern> = by_kind
         .iter()
         .map(|(k, ids)| {
-            json!({"name": format!("{k} sources"), "description": format!("{} validated {k} sources agree on the topic's direction", ids.len()), "sources": ids})
+            pattern(
+                format!("{k} sources"),
+                format!(
+                    "{} validated {k} sources agree on the topic's direction",
+                    ids.len()
+                ),
+                ids,
+            )
         })
-        .chain(by_aspect.iter().filter(|(_, ids)| ids.len() >= 2).map(|(a, ids)| {
-            json!({"name": a, "description": format!("{} corroborating sources on {a}", ids.len()), "sources": ids})
-        }))
+        .chain(
+            by_aspect
+                .iter()
+                .filter(|(_, ids)| ids.len() >= 2)
+                .map(|(a, ids)| {
+                    pattern(
+                        a.clone(),
+                        format!("{} corroborating sources on {a}", ids.len()),
+                        ids,
+                    )
+                }),
+        )
         .collect();
+    let credibility = |s: &Source| s.credibility.as_ref().and_then(|c| c.as_u64());
     valid.sort_by(|a, b| {
-        b["credibility"]
-            .as_u64()
-            .cmp(&a["credibility"].as_u64())
-            .then_with(|| a["id"].as_str().cmp(&b["id"].as_str()))
+        credibility(b)
+            .cmp(&credibility(a))
+            .then_with(|| a.id.cmp(&b.id))
     });
     let omit_evidence = task.params.get("omit_evidence").and_then(Value::as_bool) == Some(true);
-    let mut insights: Vec<Value> = valid
+    let mut insights: Vec<Insight> = valid
         .iter()
         .take(MAX_INSIGHTS)
-        .map(|s| {
-            let cred = s["credibility"].as_u64().unwrap_or(0);
-            json!({
-                "text": format!("{} ({})", s["title"].as_str().unwrap_or(""), s["domain"].as_str().unwrap_or("")),
-                "confidence": cred as f64 / 100.0,
-                "evidence": if omit_evidence { json!([]) } else { json!([s["id"]]) },
-            })
+        .map(|s| Insight {
+            text: Some(format!("{} ({})", text(&s.title), text(&s.domain))),
+            confidence: Some(credibility(s).unwrap_or(0) as f64 / 100.0),
+            evidence: Some(if omit_evidence {
+                Vec::new()
+            } else {
+                vec![s.id.clone().map_or(Value::Null, Value::String)]
+            }),
         })
         .collect();
     if let Some(n) = u64_param(task, "emit_patterns") {
@@ -69,27 +95,35 @@ pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
     }
     let md: String = patterns
         .iter()
-        .map(|p| format!("- pattern: {}\n", p["description"].as_str().unwrap_or("")))
+        .map(|p| format!("- pattern: {}\n", text(&p.description)))
         .chain(
             insights
                 .iter()
-                .map(|i| format!("- insight: {}\n", i["text"].as_str().unwrap_or(""))),
+                .map(|i| format!("- insight: {}\n", text(&i.text))),
         )
         .collect();
-    let cited: Vec<Value> = valid
-        .iter()
-        .map(|s| json!({"id": s["id"], "title": s["title"], "url": s["url"]}))
+    let cited: Vec<CitedSource> = valid
+        .into_iter()
+        .map(|s| CitedSource {
+            id: s.id,
+            title: s.title,
+            url: s.url,
+        })
         .collect();
-    Ok(json!({
-        "schema_version": OUTPUT_SCHEMA_VERSION,
-        "agent_type": task.agent_type,
-        "topic": task.item,
-        "patterns": patterns,
-        "insights": insights,
-        "validated_sources": cited,
-        "writes": [
+    let done = format!("{} patterns, {} insights", patterns.len(), insights.len());
+    Ok(to_value(&AnalysisOutput {
+        schema_version: OUTPUT_SCHEMA_VERSION,
+        agent_type: task.agent_type.clone(),
+        topic: task.item.clone(),
+        patterns: Some(patterns),
+        insights: Some(insights),
+        validated_sources: Some(cited),
+        writes: vec![
             write("analysis/findings.md".into(), format!("# Findings\n\n{md}")),
-            write("analysis/analysis-progress.md".into(), completion(task, &format!("{} patterns, {} insights", patterns.len(), insights.len()))),
+            write(
+                "analysis/analysis-progress.md".into(),
+                completion(task, &done),
+            ),
         ],
     }))
 }

@@ -1,7 +1,9 @@
 //! One discovery stream: sources on one aspect of the topic.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use caucus_shared::outputs::research::{DiscoveryOutput, Progress, Signals, Source};
+use caucus_shared::outputs::to_value;
 use caucus_shared::task::{TaskDispatch, TaskError};
 
 use super::{completion, fnv, list_param, permanent, u64_param, write, OUTPUT_SCHEMA_VERSION};
@@ -80,7 +82,7 @@ pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
     let aspect = ASPECTS[(stream as usize - 1) % ASPECTS.len()];
     let single = task.params.get("single_domain").and_then(Value::as_bool) == Some(true);
     let topic_slug = slug(topic);
-    let sources: Vec<Value> = (0..count)
+    let sources: Vec<Source> = (0..count)
         .map(|i| {
             let hi = fnv(&[topic, &stream.to_string(), &i.to_string()]);
             let domain = if single {
@@ -88,15 +90,16 @@ pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
             } else {
                 DOMAINS[((h as usize) + i * 7) % DOMAINS.len()]
             };
-            json!({
-                "id": format!("s{stream}-{}", i + 1),
-                "title": format!("{topic}: {aspect} ({})", i + 1),
-                "url": format!("https://{domain}/{topic_slug}/{stream}-{}", i + 1),
-                "domain": domain,
-                "aspect": aspect,
-                "credibility": 55 + hi % 41,
-                "stream": stream,
-            })
+            Source {
+                id: Some(format!("s{stream}-{}", i + 1)),
+                title: Some(format!("{topic}: {aspect} ({})", i + 1)),
+                url: Some(format!("https://{domain}/{topic_slug}/{stream}-{}", i + 1)),
+                domain: Some(domain.into()),
+                aspect: Some(aspect.into()),
+                credibility: Some((55 + hi % 41).into()),
+                stream: Some(stream.into()),
+                ..Source::default()
+            }
         })
         .collect();
     let queries: Vec<String> = [
@@ -106,15 +109,16 @@ pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
     ]
     .to_vec();
     let space = format!("streams/stream-{stream}");
+    let text = |t: &Option<String>| t.clone().unwrap_or_default();
     let sources_md: String = sources
         .iter()
         .map(|s| {
             format!(
                 "- [{}]({}) — {} (credibility {})\n",
-                s["title"].as_str().unwrap_or(""),
-                s["url"].as_str().unwrap_or(""),
-                s["domain"].as_str().unwrap_or(""),
-                s["credibility"]
+                text(&s.title),
+                text(&s.url),
+                text(&s.domain),
+                s.credibility_text()
             )
         })
         .collect();
@@ -141,23 +145,26 @@ pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
         ));
         writes.push(write("validation/validated.md".into(), "all valid".into()));
     }
-    let mut out = json!({
-        "schema_version": OUTPUT_SCHEMA_VERSION,
-        "agent_type": task.agent_type,
-        "topic": topic,
-        "stream": stream,
-        "aspect": aspect,
-        "sources": sources,
-        "search_history": queries,
-        "progress": {"items_done": count, "items_total": count},
-        "writes": writes,
-    });
-    if listed("intervention_streams") {
-        // The seed's error signal: the stream wants a person to look.
-        out["needs_intervention"] = json!(true);
-        out["intervention_reason"] = json!(format!(
-            "stream {stream}: sources raise an ethical concern (params.intervention_streams)"
-        ));
-    }
-    Ok(out)
+    // The seed's error signal: the stream wants a person to look.
+    let intervention = listed("intervention_streams");
+    Ok(to_value(&DiscoveryOutput {
+        schema_version: OUTPUT_SCHEMA_VERSION,
+        agent_type: task.agent_type.clone(),
+        topic: topic.into(),
+        stream: Some(stream.into()),
+        aspect: aspect.into(),
+        sources: Some(sources),
+        search_history: queries,
+        writes,
+        signals: Signals {
+            progress: Some(Progress {
+                items_done: Some(count as u64),
+                items_total: Some(count as u64),
+            }),
+            needs_intervention: intervention,
+            intervention_reason: intervention.then(|| {
+                format!("stream {stream}: sources raise an ethical concern (params.intervention_streams)")
+            }),
+        },
+    }))
 }

@@ -29,12 +29,15 @@ mod discovery;
 mod synthesis;
 mod validation;
 
-use serde_json::{json, Value};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 
+use caucus_shared::outputs::research::Write;
+use caucus_shared::outputs::{self, OutputError};
 use caucus_shared::task::{ErrorClass, TaskDispatch, TaskError};
 
 /// Version of the research agents' outputs.
-pub const OUTPUT_SCHEMA_VERSION: u32 = 1;
+pub const OUTPUT_SCHEMA_VERSION: u32 = outputs::OUTPUT_SCHEMA_VERSION;
 
 /// The research agent types, in pipeline order.
 pub const AGENT_TYPES: [&str; 5] = [
@@ -80,8 +83,8 @@ pub(crate) fn permanent(error_type: &str, message: String) -> TaskError {
 }
 
 /// A `{key, value}` write.
-pub(crate) fn write(key: String, value: String) -> Value {
-    json!({"key": key, "value": value})
+pub(crate) fn write(key: String, value: String) -> Write {
+    Write { key, value }
 }
 
 /// The seed's completion signal for a `progress.md`.
@@ -121,6 +124,29 @@ pub(crate) fn input<'a>(task: &'a TaskDispatch, stage: &str) -> Result<&'a Value
             ),
         )),
     }
+}
+
+/// One upstream output read as `T` (see [`outputs::decode`]); another
+/// `schema_version` is a permanent `bad_input`.
+pub(crate) fn decode<T: DeserializeOwned + Default>(
+    task: &TaskDispatch,
+    stage: &str,
+    v: &Value,
+) -> Result<T, TaskError> {
+    outputs::decode(v).map_err(|e: OutputError| {
+        permanent(
+            "bad_input",
+            format!("{}: the output of stage `{stage}`: {e}", task.agent_type),
+        )
+    })
+}
+
+/// The single upstream output named `stage`, read as `T`.
+pub(crate) fn typed_input<T: DeserializeOwned + Default>(
+    task: &TaskDispatch,
+    stage: &str,
+) -> Result<T, TaskError> {
+    decode(task, stage, input(task, stage)?)
 }
 
 /// Where a domain's sources come from, for patterns.

@@ -1,20 +1,22 @@
 //! The final report: executive summary, findings, recommendations, citations.
 
-use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
+use serde_json::Value;
+
+use caucus_shared::outputs::research::{AnalysisOutput, Section, SynthesisOutput};
+use caucus_shared::outputs::to_value;
 use caucus_shared::task::{TaskDispatch, TaskError};
 
-use super::{completion, input, list_param, write, OUTPUT_SCHEMA_VERSION};
+use super::{completion, list_param, typed_input, write, OUTPUT_SCHEMA_VERSION};
 
 pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
-    let a = input(task, "analyze")?;
+    let a: AnalysisOutput = typed_input(task, "analyze")?;
     let topic = task.item.as_str();
-    let patterns = a["patterns"].as_array().cloned().unwrap_or_default();
-    let insights = a["insights"].as_array().cloned().unwrap_or_default();
-    let cited = a["validated_sources"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let patterns = a.patterns.unwrap_or_default();
+    let insights = a.insights.unwrap_or_default();
+    let cited = a.validated_sources.unwrap_or_default();
+    let text = |t: &Option<String>| t.clone().unwrap_or_default();
     let summary = format!(
         "{topic}: {} patterns and {} key insights from {} validated sources.",
         patterns.len(),
@@ -26,70 +28,67 @@ pub(super) fn run(task: &TaskDispatch) -> Result<Value, TaskError> {
         .map(|i| {
             format!(
                 "- {} (confidence {:.2})\n",
-                i["text"].as_str().unwrap_or(""),
-                i["confidence"].as_f64().unwrap_or(0.0)
+                text(&i.text),
+                i.confidence.unwrap_or(0.0)
             )
         })
         .collect();
-    let recommendations: Vec<String> = patterns
+    let recommendations: Vec<Value> = patterns
         .iter()
         .take(3)
         .map(|p| {
-            format!(
-                "Follow up on {}",
-                p["name"].as_str().unwrap_or("this pattern")
-            )
+            let name = p.name.as_deref().unwrap_or("this pattern");
+            Value::String(format!("Follow up on {name}"))
         })
         .collect();
-    let citations: Vec<String> = cited
+    let citations: Vec<Value> = cited
         .iter()
         .map(|c| {
-            format!(
+            Value::String(format!(
                 "[{}] {} — {}",
-                c["id"].as_str().unwrap_or(""),
-                c["title"].as_str().unwrap_or(""),
-                c["url"].as_str().unwrap_or("")
-            )
+                text(&c.id),
+                text(&c.title),
+                text(&c.url)
+            ))
         })
         .collect();
-    let mut sections = json!({
-        "executive_summary": summary,
-        "findings": findings,
-        "recommendations": recommendations,
-        "citations": citations,
-    });
+    let mut sections = BTreeMap::from([
+        ("executive_summary".to_string(), Section::Text(summary)),
+        ("findings".to_string(), Section::Text(findings)),
+        (
+            "recommendations".to_string(),
+            Section::List(recommendations),
+        ),
+        ("citations".to_string(), Section::List(citations)),
+    ]);
     for s in list_param(task, "omit_sections") {
-        if let (Some(name), Some(m)) = (s.as_str(), sections.as_object_mut()) {
-            m.remove(name);
+        if let Some(name) = s.as_str() {
+            sections.remove(name);
         }
     }
-    let list = |v: &Value| -> String {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(|s| format!("- {s}\n"))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let text_of = |name: &str| sections.get(name).and_then(Section::text).unwrap_or("");
+    let bullets = |name: &str| sections.get(name).map(Section::bullets).unwrap_or_default();
+    let executive_summary = text_of("executive_summary").to_string();
     let markdown = format!(
         "# Research report: {topic}\n\n## Executive summary\n\n{}\n\n## Findings\n\n{}\n## Recommendations\n\n{}\n## Citations\n\n{}",
-        sections["executive_summary"].as_str().unwrap_or(""),
-        sections["findings"].as_str().unwrap_or(""),
-        list(&sections["recommendations"]),
-        list(&sections["citations"]),
+        executive_summary,
+        text_of("findings"),
+        bullets("recommendations"),
+        bullets("citations"),
     );
-    Ok(json!({
-        "schema_version": OUTPUT_SCHEMA_VERSION,
-        "agent_type": task.agent_type,
-        "topic": topic,
-        "sections": sections,
-        "markdown": markdown,
-        "writes": [
-            write("report/final-report.md".into(), markdown.clone()),
-            write("report/executive-summary.md".into(), sections["executive_summary"].as_str().unwrap_or("").to_string()),
-            write("report/report-progress.md".into(), completion(task, "report generated")),
+    Ok(to_value(&SynthesisOutput {
+        schema_version: OUTPUT_SCHEMA_VERSION,
+        agent_type: task.agent_type.clone(),
+        topic: topic.into(),
+        sections: Some(sections),
+        markdown: markdown.clone(),
+        writes: vec![
+            write("report/final-report.md".into(), markdown),
+            write("report/executive-summary.md".into(), executive_summary),
+            write(
+                "report/report-progress.md".into(),
+                completion(task, "report generated"),
+            ),
         ],
     }))
 }

@@ -9,8 +9,15 @@
 
 use std::collections::BTreeMap;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use caucus_shared::outputs;
+use caucus_shared::outputs::research::{
+    AnalysisOutput, ConsolidationOutput, DiscoveryOutput, Section, Source, SynthesisOutput,
+    ValidationOutput,
+};
 
 use super::Phase;
 
@@ -281,19 +288,57 @@ pub struct StreamResult {
     /// Stream number (1-based).
     pub stream: u32,
     /// The domains of its sources, or why it failed.
-    pub outcome: Result<Vec<String>, String>,
+    pub outcome: Result<Vec<String>, StreamFailed>,
 }
 
-/// The domains of `output.sources` (`domain`, else `unknown`).
-pub fn source_domains(output: &Value) -> Vec<String> {
-    output["sources"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|s| s["domain"].as_str().unwrap_or("unknown").to_string())
-                .collect()
-        })
-        .unwrap_or_default()
+/// Why a discovery stream has no sources to count.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct StreamFailed(
+    /// The failed task's error type (`discovery_failed`, `phase_timeout`…),
+    /// or why its output could not be read.
+    pub String,
+);
+
+impl From<&str> for StreamFailed {
+    fn from(why: &str) -> Self {
+        StreamFailed(why.to_string())
+    }
+}
+
+/// Why a stream does not count as successful.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StreamShortfall {
+    /// Its task failed.
+    #[error("failed: {0}")]
+    Failed(StreamFailed),
+    /// It found fewer sources than the gate asks per stream.
+    #[error("{found} sources < {min}")]
+    TooFewSources {
+        /// Sources found.
+        found: usize,
+        /// Sources required.
+        min: u32,
+    },
+}
+
+/// The domains of a discovery output's sources (`unknown` for a source
+/// without one), or why the output cannot be read.
+pub fn stream_domains(output: &Value) -> Result<Vec<String>, StreamFailed> {
+    outputs::decode::<DiscoveryOutput>(output)
+        .map(|o| o.domains())
+        .map_err(|e| StreamFailed(format!("output: {e}")))
+}
+
+/// `output` read as `T`, or `g` failed with why not.
+fn read<T: DeserializeOwned + Default>(g: &mut GateDecision, output: &Value) -> Option<T> {
+    match outputs::decode(output) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            g.fail(format!("the {} output cannot be read: {e}", g.phase));
+            None
+        }
+    }
 }
 
 fn round3(x: f64) -> f64 {
@@ -302,14 +347,15 @@ fn round3(x: f64) -> f64 {
 
 impl DiscoveryGate {
     /// Whether one stream succeeded, with the reason when not.
-    pub fn stream_ok(&self, r: &StreamResult) -> Result<usize, String> {
+    pub fn stream_ok(&self, r: &StreamResult) -> Result<usize, StreamShortfall> {
         match &r.outcome {
-            Err(e) => Err(format!("failed: {e}")),
-            Ok(d) if (d.len() as u32) < self.min_sources_per_stream => Err(format!(
-                "{} sources < {}",
-                d.len(),
-                self.min_sources_per_stream
-            )),
+            Err(e) => Err(StreamShortfall::Failed(e.clone())),
+            Ok(d) if (d.len() as u32) < self.min_sources_per_stream => {
+                Err(StreamShortfall::TooFewSources {
+                    found: d.len(),
+                    min: self.min_sources_per_stream,
+                })
+            }
             Ok(d) => Ok(d.len()),
         }
     }
@@ -385,7 +431,10 @@ impl ConsolidationGate {
     /// The gate over the consolidation output.
     pub fn evaluate(&self, output: &Value) -> GateDecision {
         let mut g = GateDecision::new(Phase::Consolidating);
-        let n = output["sources"].as_array().map_or(0, Vec::len);
+        let Some(out) = read::<ConsolidationOutput>(&mut g, output) else {
+            return g;
+        };
+        let n = out.sources.map_or(0, |s| s.len());
         g.metrics.insert("sources".into(), n as f64);
         if (n as u32) < self.min_sources {
             g.fail(format!(
@@ -402,20 +451,29 @@ impl ValidationGate {
     /// credibility, cross_referenced, contradicted}]`, `partial`).
     pub fn evaluate(&self, output: &Value) -> GateDecision {
         let mut g = GateDecision::new(Phase::Validating);
-        let sources = output["sources"].as_array().cloned().unwrap_or_default();
+        let Some(out) = read::<ValidationOutput>(&mut g, output) else {
+            return g;
+        };
+        let sources = out.sources.unwrap_or_default();
         let n = sources.len();
         if n == 0 {
             g.fail("no sources were checked".into());
             return g;
         }
-        let share =
-            |f: &dyn Fn(&Value) -> bool| sources.iter().filter(|s| f(s)).count() as f64 / n as f64;
-        let validated = share(&|s| s["validated"].as_bool().unwrap_or(false));
-        let cross = share(&|s| s["cross_referenced"].as_bool().unwrap_or(false));
-        let contradicted = share(&|s| s["contradicted"].as_bool().unwrap_or(false));
+        let share = |f: &dyn Fn(&Source) -> Option<bool>| {
+            sources.iter().filter(|s| f(s) == Some(true)).count() as f64 / n as f64
+        };
+        let validated = share(&|s| s.validated);
+        let cross = share(&|s| s.cross_referenced);
+        let contradicted = share(&|s| s.contradicted);
         let credibility = sources
             .iter()
-            .map(|s| s["credibility"].as_f64().unwrap_or(0.0))
+            .map(|s| {
+                s.credibility
+                    .as_ref()
+                    .and_then(|c| c.as_f64())
+                    .unwrap_or(0.0)
+            })
             .sum::<f64>()
             / n as f64;
         for (k, v) in [
@@ -465,7 +523,7 @@ impl ValidationGate {
                 self.max_contradiction_rate * 100.0
             ));
         }
-        if output["partial"].as_bool() == Some(true) {
+        if out.partial == Some(true) {
             g.fallback(
                 "the validator checked part of the sources; accepting partial results".into(),
             );
@@ -479,8 +537,11 @@ impl AnalysisGate {
     /// [{confidence, evidence: [..]}]`).
     pub fn evaluate(&self, output: &Value) -> GateDecision {
         let mut g = GateDecision::new(Phase::Analyzing);
-        let patterns = output["patterns"].as_array().map_or(0, Vec::len);
-        let insights = output["insights"].as_array().cloned().unwrap_or_default();
+        let Some(out) = read::<AnalysisOutput>(&mut g, output) else {
+            return g;
+        };
+        let patterns = out.patterns.map_or(0, |p| p.len());
+        let insights = out.insights.unwrap_or_default();
         g.metrics.insert("patterns".into(), patterns as f64);
         g.metrics.insert("insights".into(), insights.len() as f64);
         if (patterns as u32) < self.min_patterns {
@@ -501,15 +562,11 @@ impl AnalysisGate {
         }
         let no_evidence = insights
             .iter()
-            .filter(|i| i["evidence"].as_array().is_none_or(Vec::is_empty))
+            .filter(|i| i.evidence.as_ref().is_none_or(Vec::is_empty))
             .count();
         let no_confidence = insights
             .iter()
-            .filter(|i| {
-                !i["confidence"]
-                    .as_f64()
-                    .is_some_and(|c| (0.0..=1.0).contains(&c))
-            })
+            .filter(|i| !i.confidence.is_some_and(|c| (0.0..=1.0).contains(&c)))
             .count();
         if no_evidence > 0 {
             g.fallback(format!(
@@ -529,15 +586,13 @@ impl SynthesisGate {
     /// The gate over the synthesis output (`sections: {name: text or list}`).
     pub fn evaluate(&self, output: &Value) -> GateDecision {
         let mut g = GateDecision::new(Phase::Synthesizing);
+        let Some(out) = read::<SynthesisOutput>(&mut g, output) else {
+            return g;
+        };
         let missing: Vec<&str> = self
             .required_sections
             .iter()
-            .filter(|s| match &output["sections"][s.as_str()] {
-                Value::String(t) => t.trim().is_empty(),
-                Value::Array(a) => a.is_empty(),
-                Value::Object(m) => m.is_empty(),
-                _ => true,
-            })
+            .filter(|s| out.section(s).is_none_or(Section::is_empty))
             .map(String::as_str)
             .collect();
         g.metrics.insert(

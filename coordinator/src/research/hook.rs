@@ -13,7 +13,10 @@ use serde_json::Value;
 
 use caucus_shared::task::{ErrorClass, TaskError, TaskEvent, TaskStatus};
 
-use super::gates::{source_domains, Gate, GateDecision, StreamResult};
+use caucus_shared::outputs;
+use caucus_shared::outputs::research::{DiscoveryOutput, Signals};
+
+use super::gates::{stream_domains, Gate, GateDecision, StreamResult};
 use super::isolation::{key_space, split_writes};
 use super::spec::phase_limit_units;
 use super::state::{ResearchAlert, StreamState};
@@ -119,18 +122,13 @@ impl WorkflowRecord {
         };
         let mut output = t.output.take().unwrap_or(Value::Null);
         let (accepted, refused) = split_writes(key, &mut output, space.as_deref());
-        let sources = source_domains(&output).len() as u32;
-        let intervention = (output["needs_intervention"] == Value::Bool(true)).then(|| {
-            output["intervention_reason"]
-                .as_str()
-                .unwrap_or("no reason given")
-                .to_string()
-        });
-        let items = &output["progress"];
-        let progress = items["items_done"]
-            .as_u64()
-            .zip(items["items_total"].as_u64())
-            .map(|(d, n)| format!("{d}/{n} items"));
+        // An output of another schema_version reads as empty here; its
+        // gate names the problem.
+        let sources = outputs::decode::<DiscoveryOutput>(&output)
+            .map_or(0, |o| o.sources.map_or(0, |s| s.len())) as u32;
+        let signals: Signals = outputs::decode(&output).unwrap_or_default();
+        let intervention = signals.intervention();
+        let progress = signals.progress_text();
         t.output = Some(output);
         t.output_key = None;
         let gate_min = self.discovery_min_sources();
@@ -278,13 +276,12 @@ impl WorkflowRecord {
                         stream: t.shard.unwrap_or(0) + 1,
                         outcome: match t.state {
                             TaskRunState::Completed => {
-                                Ok(source_domains(t.output.as_ref().unwrap_or(&Value::Null)))
+                                stream_domains(t.output.as_ref().unwrap_or(&Value::Null))
                             }
                             _ => Err(t
                                 .error
                                 .as_ref()
-                                .map(|e| e.error_type.clone())
-                                .unwrap_or_else(|| "failed".into())),
+                                .map_or_else(|| "failed".into(), |e| e.error_type.as_str().into())),
                         },
                     })
                     .collect();

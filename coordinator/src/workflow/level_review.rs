@@ -12,9 +12,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
+
+pub use caucus_shared::outputs::review::{LevelContext, TaskSummary};
+use caucus_shared::outputs::review::{ReviewParams, REVIEW_KIND};
 
 use super::build::remaining_paths;
 pub use super::level_review_output::Conflict;
@@ -30,6 +32,25 @@ pub const REVIEW_STAGE_PREFIX: &str = "review@level-";
 
 /// Most characters of a task's `summary` copied into the level context.
 const SUMMARY_KEEP: usize = 500;
+
+/// A pipeline turns reviews on but leaves the agent to the configuration,
+/// whose agent type has no capacity in the pipeline.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "level_review: review agent type `{agent}` (coordinator.level_review_agent) \
+     has no entry in [capacities]; add it or name the agent in level_review.agent"
+)]
+pub struct ReviewAgentUnlisted {
+    /// The configured review agent type.
+    pub agent: String,
+}
+
+/// The API's message for it (the submit reply's `invalid_pipeline` error).
+impl From<ReviewAgentUnlisted> for String {
+    fn from(e: ReviewAgentUnlisted) -> String {
+        e.to_string()
+    }
+}
 
 /// The review settings of one workflow, fixed at submit.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -59,15 +80,14 @@ impl LevelReviewPolicy {
         capacities: &BTreeMap<String, u32>,
         default_mode: LevelReviewMode,
         default_agent: &str,
-    ) -> Result<LevelReviewPolicy, String> {
+    ) -> Result<LevelReviewPolicy, ReviewAgentUnlisted> {
         let mode = spec.and_then(|s| s.mode).unwrap_or(default_mode);
         let agent = spec.and_then(|s| s.agent.clone());
         let explicit_on = spec.and_then(|s| s.mode).is_some() && mode != LevelReviewMode::Off;
         if explicit_on && agent.is_none() && !capacities.contains_key(default_agent) {
-            return Err(format!(
-                "level_review: review agent type `{default_agent}` (coordinator.level_review_agent) \
-                 has no entry in [capacities]; add it or name the agent in level_review.agent"
-            ));
+            return Err(ReviewAgentUnlisted {
+                agent: default_agent.to_string(),
+            });
         }
         let retry = spec.and_then(|s| s.retry).unwrap_or_default();
         Ok(LevelReviewPolicy {
@@ -82,35 +102,6 @@ impl LevelReviewPolicy {
             },
         })
     }
-}
-
-/// What one task of a level produced, as the reviewer sees it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct TaskSummary {
-    /// Task key (`stage` or `stage#shard`).
-    pub task: String,
-    /// Its stage.
-    pub stage: String,
-    /// The agent type that ran it.
-    pub agent_type: String,
-    /// Resources it reports having modified (sorted, de-duplicated).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub modified_resources: Vec<String>,
-    /// Its output's `summary`, cut to 500 characters.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub summary: Option<String>,
-    /// When it finished (a reviewer may prefer the later change).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<DateTime<Utc>>,
-}
-
-/// The mechanical context of a completed level.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct LevelContext {
-    /// The level (0 = the roots).
-    pub level: u32,
-    /// Its tasks, by key.
-    pub tasks: Vec<TaskSummary>,
 }
 
 /// The gate decision and result for one completed level, kept on the record.
@@ -385,13 +376,13 @@ impl WorkflowRecord {
             timeout: policy.timeout,
             retry: policy.retry,
             fan_out: 1,
-            params: json!({
-                "kind": "level_review",
-                "level": level,
-                "next_level": (level < top).then_some(level + 1),
-                "mode": policy.mode.as_str(),
-                "context": context,
-                "conflicts": conflicts,
+            params: caucus_shared::outputs::to_value(&ReviewParams {
+                kind: REVIEW_KIND.into(),
+                level,
+                next_level: (level < top).then_some(level + 1),
+                mode: policy.mode.as_str().into(),
+                context: context.clone(),
+                conflicts: conflicts.to_vec(),
             }),
             kind: StageKind::Task,
         });

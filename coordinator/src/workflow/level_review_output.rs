@@ -4,57 +4,9 @@
 //! reviewer sends is fatal; every problem is listed in `issues`, and a
 //! conflict the reviewer did not mark resolved becomes a warning.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// One resource modified by two or more tasks of a level.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Conflict {
-    /// The resource (file path, table, key… as the tasks reported it).
-    pub resource: String,
-    /// Task keys that modified it, sorted.
-    pub tasks: Vec<String>,
-}
-
-/// A conflict as the review left it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct ReviewedConflict {
-    /// The resource.
-    pub resource: String,
-    /// Task keys that modified it (empty for one only the reviewer found).
-    #[serde(default)]
-    pub tasks: Vec<String>,
-    /// The reviewer resolved it.
-    pub resolved: bool,
-    /// How, in the reviewer's words.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub resolution: String,
-}
-
-/// The review of one level, as next-level tasks receive it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct LevelReview {
-    /// The level reviewed.
-    pub level: u32,
-    /// Every detected conflict (plus any the reviewer reported) with its
-    /// `resolved` flag.
-    #[serde(default)]
-    pub conflicts: Vec<ReviewedConflict>,
-    /// The reviewer's analysis.
-    #[serde(default)]
-    pub summary: String,
-    /// Fixes the reviewer applied.
-    #[serde(default)]
-    pub fixes_applied: Vec<String>,
-    /// What the next level's tasks must take into account.
-    #[serde(default)]
-    pub warnings_for_next_level: Vec<String>,
-    /// How long the review took (the reviewer's figure, else measured).
-    pub duration_ms: u64,
-    /// What the coordinator had to correct in the reviewer's answer.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub issues: Vec<String>,
-}
+pub use caucus_shared::outputs::review::{Conflict, LevelReview, ReviewedConflict};
 
 fn type_name(v: &Value) -> &'static str {
     match v {
@@ -66,6 +18,9 @@ fn type_name(v: &Value) -> &'static str {
         Value::Object(_) => "an object",
     }
 }
+
+/// The one name of the fixes list.
+const FIXES: [&str; 1] = ["fixes_applied"];
 
 /// The first of `names` present in `m`.
 fn field<'a>(m: &'a serde_json::Map<String, Value>, names: &[&str]) -> Option<(&'a Value, String)> {
@@ -148,7 +103,7 @@ pub fn normalise(
                     None => issues.push(format!("`{name}` is {}, not a text", type_name(v))),
                 }
             }
-            if let Some((v, name)) = field(m, &["fixes_applied"]) {
+            if let Some((v, name)) = field(m, &FIXES) {
                 review.fixes_applied = texts(v, &name, &mut issues);
             }
             if let Some((v, name)) = field(m, &["warnings_for_next_level", "warnings"]) {

@@ -476,7 +476,7 @@ fn policy_resolution_prefers_the_pipeline() {
     let e = LevelReviewPolicy::resolve(Some(&no_agent), &caps, LevelReviewMode::Off, "reviewer")
         .unwrap_err();
     assert!(
-        e.contains("`reviewer`") && e.contains("[capacities]"),
+        e.to_string().contains("`reviewer`") && e.to_string().contains("[capacities]"),
         "{e}"
     );
 }
