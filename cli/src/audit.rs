@@ -1,18 +1,19 @@
 //! `caucus audit WORKFLOW`: a research run's audit trail,
 //! `timestamp | agent | action | result` per line.
 
-use serde_json::json;
+use caucus_shared::api::client::decode_reply;
+use caucus_shared::api::coordinator::audit::{Audit, AuditRequest};
+use caucus_shared::api::Operation;
 
 use super::Client;
 
 /// Prints the audit trail (or the reply as JSON).
 pub async fn run(client: &Client, workflow_id: &str, as_json: bool) -> anyhow::Result<i32> {
-    let r = match client
-        .call(
-            "coordinator",
-            "audit",
-            json!({ "workflow_id": workflow_id }),
-        )
+    let req = AuditRequest {
+        workflow_id: workflow_id.to_string(),
+    };
+    let raw = match client
+        .call(Audit::SERVICE, Audit::NAME, serde_json::to_value(&req)?)
         .await
     {
         Ok(r) => r,
@@ -22,20 +23,18 @@ pub async fn run(client: &Client, workflow_id: &str, as_json: bool) -> anyhow::R
         }
     };
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        println!("{}", serde_json::to_string_pretty(&raw)?);
         return Ok(0);
     }
+    let r = decode_reply::<Audit>(raw)
+        .map_err(|e| anyhow::anyhow!("coordinator.audit: {} ({})", e.message, e.code))?;
     println!(
         "# {} {} ({}): {} / {}",
-        r["pipeline"].as_str().unwrap_or("?"),
-        r["workflow_id"].as_str().unwrap_or("?"),
-        r["item"].as_str().unwrap_or("?"),
-        r["state"].as_str().unwrap_or("?"),
-        r["phase"].as_str().unwrap_or("?")
+        r.pipeline, r.workflow_id, r.item, r.state, r.phase
     );
     println!("timestamp | agent | action | result");
-    for line in r["lines"].as_array().into_iter().flatten() {
-        println!("{}", line.as_str().unwrap_or(""));
+    for line in &r.lines {
+        println!("{line}");
     }
     Ok(0)
 }

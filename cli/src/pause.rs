@@ -1,7 +1,12 @@
 //! `caucus pause`, `caucus resume` and `caucus batch pause|resume|status`.
 
 use clap::Subcommand;
-use serde_json::{json, Value};
+
+use caucus_shared::api::coordinator::control::{
+    BatchPause, BatchPauseRequest, BatchResume, BatchResumeRequest, BatchStatus, BatchStatusReply,
+    BatchStatusRequest, InFlightPolicy, Pause, PauseOutcome, PauseRequest, Resume, ResumeRequest,
+};
+use caucus_shared::api::Operation;
 
 use super::Client;
 
@@ -44,21 +49,38 @@ pub enum BatchCommand {
     },
 }
 
-/// A workflow id (UUID) or an item.
-fn target(t: &str) -> Value {
+/// A workflow id (UUID) or an item: `(workflow_id, item)`.
+fn target(t: &str) -> (Option<String>, Option<String>) {
     if uuid::Uuid::parse_str(t).is_ok() {
-        json!({"workflow_id": t})
+        (Some(t.to_string()), None)
     } else {
-        json!({"item": t})
+        (None, Some(t.to_string()))
     }
 }
 
-fn in_flight(restart: bool) -> &'static str {
+fn in_flight(restart: bool) -> InFlightPolicy {
     if restart {
-        "restart"
+        InFlightPolicy::Restart
     } else {
-        "wait"
+        InFlightPolicy::Wait
     }
+}
+
+/// Calls `O` and reads the reply as its type; `--json` prints the reply as
+/// it came (fields this CLI does not know included).
+async fn call<O: Operation>(
+    client: &Client,
+    req: &O::Request,
+    as_json: bool,
+) -> anyhow::Result<Option<O::Reply>> {
+    if !as_json {
+        return client.op_ok::<O>(req).await.map(Some);
+    }
+    let raw = client
+        .call_ok(O::SERVICE, O::NAME, serde_json::to_value(req)?)
+        .await?;
+    println!("{}", serde_json::to_string_pretty(&raw)?);
+    Ok(None)
 }
 
 /// `caucus pause TARGET`.
@@ -69,39 +91,35 @@ pub async fn pause(
     cancel_in_flight: bool,
     as_json: bool,
 ) -> anyhow::Result<i32> {
-    let mut body = target(t);
-    body["cancel_in_flight"] = json!(cancel_in_flight);
-    body["trigger_source"] = json!("human");
-    if let Some(r) = reason {
-        body["reason"] = json!(r);
-    }
-    let r = client.call_ok("coordinator", "pause", body).await?;
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
+    let (workflow_id, item) = target(t);
+    let req = PauseRequest {
+        workflow_id,
+        item,
+        reason,
+        trigger_source: Some("human".into()),
+        cancel_in_flight,
+    };
+    if let Some(r) = call::<Pause>(client, &req, as_json).await? {
         println!(
             "{} {}: {} (in flight: {})",
-            r["item"].as_str().unwrap_or("?"),
-            r["workflow_id"].as_str().unwrap_or("?"),
-            r["outcome"].as_str().unwrap_or("?"),
-            r["in_flight"]
-                .as_array()
-                .map(|a| a
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join(", "))
-                .unwrap_or_default()
+            r.item,
+            r.workflow_id,
+            outcome(r.outcome),
+            r.in_flight.join(", ")
         );
     }
     Ok(0)
 }
 
-fn list(v: &Value) -> String {
-    let items: Vec<&str> = v
-        .as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+fn outcome(o: PauseOutcome) -> &'static str {
+    match o {
+        PauseOutcome::Pausing => "pausing",
+        PauseOutcome::Paused => "paused",
+        PauseOutcome::AlreadyPaused => "already_paused",
+    }
+}
+
+fn list(items: &[String]) -> String {
     if items.is_empty() {
         "-".into()
     } else {
@@ -118,55 +136,58 @@ pub async fn resume(
     notify: bool,
     as_json: bool,
 ) -> anyhow::Result<i32> {
-    let mut body = target(t);
-    body["dry_run"] = json!(dry_run);
-    body["in_flight"] = json!(in_flight(restart_in_flight));
-    body["notify"] = json!(notify);
-    let r = client.call_ok("coordinator", "resume", body).await?;
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+    let (workflow_id, item) = target(t);
+    let req = ResumeRequest {
+        workflow_id,
+        item,
+        dry_run,
+        in_flight: in_flight(restart_in_flight),
+        plan: None,
+        notify,
+    };
+    let Some(r) = call::<Resume>(client, &req, as_json).await? else {
         return Ok(0);
-    }
+    };
     println!(
         "{} {}{}",
-        r["item"].as_str().unwrap_or("?"),
-        r["workflow_id"].as_str().unwrap_or("?"),
+        r.item,
+        r.workflow_id,
         if dry_run {
             " (dry run: nothing changed)"
         } else {
             ""
         }
     );
-    println!("  restart: {}", list(&r["plan"]["restart"]));
-    println!("  skip:    {}", list(&r["plan"]["skip"]));
-    println!("  wait:    {}", list(&r["plan"]["wait"]));
+    println!("  restart: {}", list(&r.plan.restart));
+    println!("  skip:    {}", list(&r.plan.skip));
+    println!("  wait:    {}", list(&r.plan.wait));
     if !dry_run {
-        println!("  state:   {}", r["state"].as_str().unwrap_or("?"));
+        println!("  state:   {}", r.state);
     }
     Ok(0)
 }
 
-fn print_batch(r: &Value) {
+fn print_batch(r: &BatchStatusReply) {
     println!(
         "batch {}  {}  total {}  paused {}  resumed {}  failed {}  skipped {}",
-        r["batch_id"].as_str().unwrap_or("?"),
-        r["state"].as_str().unwrap_or("?"),
-        r["total"],
-        r["paused"],
-        r["resumed"],
-        r["failed"],
-        r["skipped"]
+        r.batch_id,
+        r.state.as_str(),
+        r.total,
+        r.paused,
+        r.resumed,
+        r.failed,
+        r.skipped
     );
-    if let Some(s) = r["stop_reason"].as_str() {
+    if let Some(s) = &r.stop_reason {
         println!("  stopped: {s}");
     }
-    for i in r["items"].as_array().into_iter().flatten() {
+    for i in &r.items {
         println!(
             "  {:<8} {:<13} {} {}",
-            i["item"].as_str().unwrap_or("?"),
-            i["state"].as_str().unwrap_or("?"),
-            i["workflow_id"].as_str().unwrap_or("-"),
-            i["error"].as_str().unwrap_or("")
+            i.item,
+            i.state.as_str(),
+            i.workflow_id.as_deref().unwrap_or("-"),
+            i.error.as_deref().unwrap_or("")
         );
     }
 }
@@ -180,17 +201,14 @@ pub async fn batch(client: &Client, cmd: BatchCommand, as_json: bool) -> anyhow:
             max_concurrency,
             batch_id,
         } => {
-            let mut body = json!({"items": items});
-            if let Some(r) = reason {
-                body["reason"] = json!(r);
-            }
-            if let Some(m) = max_concurrency {
-                body["max_concurrency"] = json!(m);
-            }
-            if let Some(b) = batch_id {
-                body["batch_id"] = json!(b);
-            }
-            client.call_ok("coordinator", "batch_pause", body).await?
+            let req = BatchPauseRequest {
+                items,
+                reason,
+                max_concurrency,
+                batch_id,
+                ..BatchPauseRequest::default()
+            };
+            call::<BatchPause>(client, &req, as_json).await?
         }
         BatchCommand::Resume {
             batch_id,
@@ -198,24 +216,19 @@ pub async fn batch(client: &Client, cmd: BatchCommand, as_json: bool) -> anyhow:
             concurrency_limit,
             restart_in_flight,
         } => {
-            let mut body = json!({"items": items, "in_flight": in_flight(restart_in_flight)});
-            if let Some(b) = batch_id {
-                body["batch_id"] = json!(b);
-            }
-            if let Some(c) = concurrency_limit {
-                body["concurrency_limit"] = json!(c);
-            }
-            client.call_ok("coordinator", "batch_resume", body).await?
+            let req = BatchResumeRequest {
+                batch_id,
+                items,
+                concurrency_limit,
+                in_flight: in_flight(restart_in_flight),
+            };
+            call::<BatchResume>(client, &req, as_json).await?
         }
         BatchCommand::Status { batch_id } => {
-            client
-                .call_ok("coordinator", "batch_status", json!({"batch_id": batch_id}))
-                .await?
+            call::<BatchStatus>(client, &BatchStatusRequest { batch_id }, as_json).await?
         }
     };
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
+    if let Some(r) = r {
         print_batch(&r);
     }
     Ok(0)

@@ -15,9 +15,12 @@ use std::collections::HashSet;
 use async_nats::jetstream::{self, kv};
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
 use serde_json::{json, Value};
 
+use caucus_shared::api::coordinator::audit::{
+    Audit, AuditEntry, AuditReply, AuditRequest, CODE_NOT_RESEARCH,
+};
+use caucus_shared::api::coordinator::status::WorkflowState as StateView;
 use caucus_shared::nats::ApiError;
 use caucus_shared::subjects::Subjects;
 
@@ -25,7 +28,7 @@ use super::state::ResearchSettings;
 use crate::engine::Engine;
 use crate::runtime::checkpoints::CheckpointStore;
 use crate::runtime::store::WorkflowStore;
-use crate::workflow::{Checkpoint, WorkflowRecord};
+use crate::workflow::{Checkpoint, WorkflowRecord, WorkflowState};
 
 /// KV bucket of the research runs' accepted writes.
 pub const RESEARCH_BUCKET: &str = "research";
@@ -203,16 +206,8 @@ impl ResearchRuntime {
     }
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AuditRequest {
-    workflow_id: String,
-}
-
 /// `coordinator.audit`: `{workflow_id}` → the run's audit trail as stored.
-pub async fn audit(body: Value, store: WorkflowStore) -> Result<Value, ApiError> {
-    let req: AuditRequest =
-        serde_json::from_value(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+pub async fn audit(req: AuditRequest, store: WorkflowStore) -> Result<AuditReply, ApiError> {
     let (rec, _) = store
         .get(&req.workflow_id)
         .await
@@ -220,36 +215,58 @@ pub async fn audit(body: Value, store: WorkflowStore) -> Result<Value, ApiError>
         .ok_or_else(|| ApiError::not_found(format!("no workflow `{}`", req.workflow_id)))?;
     let Some(r) = rec.research.as_ref() else {
         return Err(ApiError::new(
-            "not_research",
+            CODE_NOT_RESEARCH,
             format!(
                 "workflow `{}` runs pipeline `{}`, which has no research phases (no audit trail)",
                 rec.workflow_id, rec.pipeline
             ),
         ));
     };
-    Ok(json!({
-        "workflow_id": rec.workflow_id,
-        "item": rec.item,
-        "pipeline": rec.pipeline,
-        "state": rec.state,
-        "phase": r.phase,
-        "entries": r.audit,
-        "lines": r.audit.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
-    }))
+    Ok(AuditReply {
+        workflow_id: rec.workflow_id.clone(),
+        item: rec.item.clone(),
+        pipeline: rec.pipeline.clone(),
+        state: state_view(rec.state),
+        phase: r.phase.as_str().to_string(),
+        entries: r
+            .audit
+            .iter()
+            .map(|e| AuditEntry {
+                at: e.at,
+                agent: e.agent.clone(),
+                action: e.action.clone(),
+                result: e.result.clone(),
+            })
+            .collect(),
+        lines: r.audit.iter().map(|e| e.to_string()).collect(),
+    })
+}
+
+/// The API's spelling of a workflow's state.
+fn state_view(s: WorkflowState) -> StateView {
+    match s {
+        WorkflowState::Pending => StateView::Pending,
+        WorkflowState::Running => StateView::Running,
+        WorkflowState::Pausing => StateView::Pausing,
+        WorkflowState::Paused => StateView::Paused,
+        WorkflowState::Resuming => StateView::Resuming,
+        WorkflowState::Completed => StateView::Completed,
+        WorkflowState::Failed => StateView::Failed,
+    }
 }
 
 /// Registers `audit` (any instance answers: it reads the stored record).
 pub fn audit_route(svc: &mut caucus_shared::service::Service) {
     let ctx = svc.context().clone();
     let retain = ctx.config.coordinator.retain_history;
-    svc.route("audit", move |body| {
+    svc.op::<Audit, _, _>(move |req| {
         let js = ctx.js.clone();
         let subjects = ctx.subjects.clone();
         async move {
-            let store = crate::runtime::store::WorkflowStore::attach(&js, &subjects, retain)
+            let store = WorkflowStore::attach(&js, &subjects, retain)
                 .await
-                .map_err(|e| caucus_shared::nats::ApiError::new("unavailable", e.to_string()))?;
-            audit(body, store).await
+                .map_err(|e| ApiError::new("unavailable", e.to_string()))?;
+            audit(req, store).await
         }
     });
 }

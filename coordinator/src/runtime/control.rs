@@ -4,10 +4,9 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
 use serde_json::{json, Value};
 
-use caucus_shared::messages::{BatchTrigger, ResumePlan};
+use caucus_shared::messages::BatchTrigger;
 use caucus_shared::nats::ApiError;
 use caucus_shared::task::TaskEvent;
 
@@ -15,67 +14,13 @@ use super::batch::{BatchManager, BatchPauseArgs, BatchResumeArgs};
 use super::pause::PauseManager;
 use super::publish::alert;
 use crate::engine::Engine;
-use crate::workflow::{
-    EventOutcome, InFlightPolicy, PauseOutcome, PauseSpec, ResumeError, WorkflowRecord,
+use crate::workflow::{EventOutcome, PauseOutcome, PauseSpec, ResumeError, WorkflowRecord};
+
+// The request bodies and error codes are the API's (shared::api).
+pub use caucus_shared::api::coordinator::control::{
+    BatchStatusRequest as BatchStatusArgs, PauseRequest as PauseArgs, ResumeRequest as ResumeArgs,
+    CODE_ILLEGAL_TRANSITION, CODE_INVALID_PLAN,
 };
-
-/// Error code of a state change the machine does not allow.
-pub const CODE_ILLEGAL_TRANSITION: &str = "illegal_transition";
-/// Error code of a resume plan that contradicts the record.
-pub const CODE_INVALID_PLAN: &str = "invalid_plan";
-
-/// `coordinator.pause` body.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PauseArgs {
-    /// The workflow…
-    #[serde(default)]
-    pub workflow_id: Option<String>,
-    /// …or the item (its latest workflow).
-    #[serde(default)]
-    pub item: Option<String>,
-    /// Why (default "paused by request").
-    #[serde(default)]
-    pub reason: Option<String>,
-    /// Who asks (default `api`).
-    #[serde(default)]
-    pub trigger_source: Option<String>,
-    /// Pause at once; in-flight results are still recorded when they come.
-    #[serde(default)]
-    pub cancel_in_flight: bool,
-}
-
-/// `coordinator.resume` body.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ResumeArgs {
-    /// The workflow…
-    #[serde(default)]
-    pub workflow_id: Option<String>,
-    /// …or the item (its latest workflow).
-    #[serde(default)]
-    pub item: Option<String>,
-    /// Only compute and return the plan.
-    #[serde(default)]
-    pub dry_run: bool,
-    /// In-flight tasks: `wait` (default) or `restart`.
-    #[serde(default)]
-    pub in_flight: InFlightPolicy,
-    /// A plan to follow instead of the computed one.
-    #[serde(default)]
-    pub plan: Option<ResumePlan>,
-    /// Send an alert card when resumed.
-    #[serde(default)]
-    pub notify: bool,
-}
-
-/// `coordinator.batch_status` body.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BatchStatusArgs {
-    /// The batch.
-    pub batch_id: String,
-}
 
 /// One control operation.
 #[derive(Debug, Clone)]
@@ -128,7 +73,7 @@ impl Control {
     /// Loads batches and the paused set (leadership start).
     pub async fn load(&mut self, engine: &Engine) -> Result<(), String> {
         self.pauses.load(engine);
-        let n = self.batches.load().await?;
+        let n = self.batches.load().await.map_err(|e| e.to_string())?;
         tracing::info!(batches = n, "loaded batches");
         Ok(())
     }

@@ -24,17 +24,8 @@ use super::{IllegalTransition, StageDef, TaskRunState, WorkflowRecord, WorkflowS
 /// Version of the stored checkpoint.
 pub const CHECKPOINT_SCHEMA_VERSION: u32 = 1;
 
-/// What to do with tasks still in flight on resume.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum InFlightPolicy {
-    /// Keep them and wait for their results.
-    #[default]
-    Wait,
-    /// Dispatch them again as a new attempt (late results of the old
-    /// attempt are then ignored as stale).
-    Restart,
-}
+// The `resume` request names it: its type lives with the API.
+pub use caucus_shared::api::coordinator::control::InFlightPolicy;
 
 /// A completed task in a checkpoint.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

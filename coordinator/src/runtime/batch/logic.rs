@@ -11,68 +11,8 @@ use crate::workflow::InFlightPolicy;
 /// Version of the stored batch record.
 pub const BATCH_SCHEMA_VERSION: u32 = 1;
 
-/// Where one item of a batch is.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum ItemState {
-    /// Pause requested; in-flight tasks finishing.
-    Pausing,
-    /// Paused.
-    Paused,
-    /// Waiting for its turn to resume.
-    ResumeQueued,
-    /// Resumed, not finished yet.
-    Resuming,
-    /// Resumed and completed.
-    Resumed,
-    /// The pause operation failed (no workflow, illegal transition).
-    Failed,
-    /// The resume failed: refused, or the workflow paused again or failed.
-    ResumeFailed,
-    /// Nothing to do (its workflow had already finished).
-    Skipped,
-}
-
-/// One item of a batch.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct BatchItem {
-    /// The item.
-    pub item: String,
-    /// Its (latest) workflow.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workflow_id: Option<String>,
-    /// Where it is.
-    pub state: ItemState,
-    /// Why it failed or was skipped.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// When its workflow paused.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub paused_at: Option<DateTime<Utc>>,
-    /// Paused by a human gate time-out (resumed first).
-    #[serde(default)]
-    pub gate_timeout: bool,
-    /// Pause number of the workflow when it was resumed (a later pause
-    /// means the resume failed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resumed_from_pause: Option<u32>,
-}
-
-/// Lifecycle of a batch.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum BatchState {
-    /// Some items still pausing.
-    Pausing,
-    /// Every pausable item paused.
-    Paused,
-    /// Resuming items in order.
-    Resuming,
-    /// Nothing left to do.
-    Completed,
-    /// Stopped: too many operations failed.
-    Stopped,
-}
+// Items and states are part of the batch replies: their types live with the API.
+pub use caucus_shared::api::coordinator::control::{BatchItem, BatchState, ItemState};
 
 /// A batch operation (KV bucket `batches`, key = batch id).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

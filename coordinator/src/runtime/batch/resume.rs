@@ -1,0 +1,307 @@
+//! Batch resumes: queueing a batch's paused items (`batch_resume`) and
+//! [`BatchManager::drive`], which resumes them in order while the
+//! concurrency limit and the capacity rule allow, and follows them.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+
+use caucus_shared::nats::ApiError;
+
+use super::logic::{
+    capacity_blocker, BatchItem, BatchRecord, BatchState, ItemState, BATCH_SCHEMA_VERSION,
+};
+use super::{latest_by_item, BatchManager, BatchResumeArgs};
+use crate::engine::Engine;
+use crate::workflow::{InFlightPolicy, TaskRunState, WorkflowRecord, WorkflowState};
+
+/// Agent types a workflow needs right after its resume (its first ready
+/// tasks), or in flight if none.
+fn first_wave_agents(
+    rec: &WorkflowRecord,
+    policy: InFlightPolicy,
+    now: DateTime<Utc>,
+) -> Vec<String> {
+    let mut probe = rec.clone();
+    let plan = probe.resume_plan(policy, now);
+    if probe.resume(&plan, now).is_err() {
+        return Vec::new();
+    }
+    let set: BTreeSet<String> = probe
+        .tasks
+        .values()
+        .filter(|t| t.state == TaskRunState::Ready)
+        .map(|t| t.agent_type.clone())
+        .collect();
+    set.into_iter().collect()
+}
+
+/// Agent types a running workflow currently occupies or waits for.
+fn busy_agents(rec: &WorkflowRecord) -> BTreeSet<String> {
+    rec.tasks
+        .values()
+        .filter(|t| {
+            matches!(
+                t.state,
+                TaskRunState::Ready | TaskRunState::Dispatched | TaskRunState::Running
+            )
+        })
+        .map(|t| t.agent_type.clone())
+        .collect()
+}
+
+impl BatchManager {
+    /// A batch resume: by id, or by items (a new batch of their latest
+    /// paused workflows). Returns the batch status; the resumes themselves
+    /// happen in [`BatchManager::drive`].
+    pub fn resume(
+        &mut self,
+        args: BatchResumeArgs,
+        engine: &Engine,
+        now: DateTime<Utc>,
+    ) -> Result<String, ApiError> {
+        if args.concurrency_limit == Some(0) {
+            return Err(ApiError::bad_request(
+                "concurrency_limit must be at least 1",
+            ));
+        }
+        let limit = args.concurrency_limit.unwrap_or(self.default_concurrency);
+        let batch_id = match (&args.batch_id, args.items.is_empty()) {
+            (Some(id), _) => {
+                if !self.batches.contains_key(id) {
+                    return Err(ApiError::not_found(format!("no batch `{id}`")));
+                }
+                id.clone()
+            }
+            (None, false) => {
+                let id = format!("resume-{}", uuid::Uuid::now_v7());
+                let latest = latest_by_item(engine);
+                let items = args
+                    .items
+                    .iter()
+                    .map(|item| {
+                        let rec = latest.get(item.as_str());
+                        let (state, error) = match rec.map(|r| r.state) {
+                            None => (
+                                ItemState::Failed,
+                                Some(format!("no workflow for item `{item}`")),
+                            ),
+                            Some(WorkflowState::Paused) => (ItemState::Paused, None),
+                            Some(WorkflowState::Pausing) => (ItemState::Pausing, None),
+                            Some(s) => (
+                                ItemState::Skipped,
+                                Some(format!("not paused: workflow {s}")),
+                            ),
+                        };
+                        BatchItem {
+                            item: item.clone(),
+                            workflow_id: rec.map(|r| r.workflow_id.clone()),
+                            state,
+                            error,
+                            paused_at: rec.and_then(|r| r.paused_at()),
+                            gate_timeout: rec
+                                .and_then(|r| r.pause.as_ref())
+                                .is_some_and(|p| p.is_gate_timeout()),
+                            resumed_from_pause: None,
+                        }
+                    })
+                    .collect();
+                self.batches.insert(
+                    id.clone(),
+                    (
+                        BatchRecord {
+                            schema_version: BATCH_SCHEMA_VERSION,
+                            batch_id: id.clone(),
+                            reason: "resume requested".into(),
+                            correlation_id: None,
+                            state: BatchState::Paused,
+                            max_concurrency: limit,
+                            concurrency_limit: limit,
+                            in_flight: args.in_flight,
+                            items,
+                            stop_reason: None,
+                            created_at: now,
+                            updated_at: now,
+                        },
+                        None,
+                    ),
+                );
+                id
+            }
+            (None, true) => {
+                return Err(ApiError::bad_request(
+                    "name a `batch_id` or the `items` to resume",
+                ))
+            }
+        };
+        let b = &mut self.batches.get_mut(&batch_id).expect("present").0;
+        if b.state == BatchState::Stopped {
+            // A person resuming a stopped batch takes responsibility again.
+            b.state = BatchState::Paused;
+            b.stop_reason = None;
+            for i in b.items.iter_mut() {
+                if i.state == ItemState::ResumeFailed {
+                    i.state = ItemState::Paused;
+                }
+            }
+        }
+        b.concurrency_limit = limit;
+        b.in_flight = args.in_flight;
+        for i in b.items.iter_mut() {
+            if matches!(i.state, ItemState::Paused | ItemState::Pausing) {
+                i.state = ItemState::ResumeQueued;
+            }
+        }
+        b.refresh_state();
+        b.updated_at = now;
+        self.dirty.insert(batch_id.clone());
+        Ok(batch_id)
+    }
+
+    /// Follows the workflows of every active batch and starts the resumes
+    /// that are due. Returns the workflows resumed.
+    pub fn drive(
+        &mut self,
+        engine: &mut Engine,
+        capacity: &HashMap<String, usize>,
+        dirty: &mut HashSet<String>,
+        now: DateTime<Utc>,
+    ) -> Vec<String> {
+        let mut resumed = Vec::new();
+        let ratio = self.ratio;
+        // Agent types held by resumed-and-unfinished workflows of any batch.
+        let mut active: HashMap<String, usize> = HashMap::new();
+        for (b, _) in self.batches.values() {
+            for i in b.items.iter().filter(|i| i.state == ItemState::Resuming) {
+                if let Some(r) = i.workflow_id.as_deref().and_then(|id| engine.get(id)) {
+                    for a in busy_agents(r) {
+                        *active.entry(a).or_default() += 1;
+                    }
+                }
+            }
+        }
+        for (id, (b, _)) in self.batches.iter_mut() {
+            if matches!(b.state, BatchState::Completed) {
+                continue;
+            }
+            let before = b.clone();
+            follow(b, engine);
+            if b.state == BatchState::Resuming && b.resume_should_stop(ratio) {
+                b.state = BatchState::Stopped;
+                b.stop_reason = Some(format!(
+                    "more than {:.0} % of the resumes failed",
+                    ratio * 100.0
+                ));
+                for i in b.items.iter_mut() {
+                    if i.state == ItemState::ResumeQueued {
+                        i.state = ItemState::Paused;
+                    }
+                }
+            }
+            if b.state != BatchState::Stopped {
+                let mut running = b
+                    .items
+                    .iter()
+                    .filter(|i| i.state == ItemState::Resuming)
+                    .count();
+                for idx in b.resume_order() {
+                    if running >= b.concurrency_limit as usize {
+                        break;
+                    }
+                    let Some(wf) = b.items[idx].workflow_id.clone() else {
+                        continue;
+                    };
+                    let Some(rec) = engine.get(&wf) else {
+                        b.items[idx].state = ItemState::ResumeFailed;
+                        b.items[idx].error = Some(format!("workflow {wf} is not held"));
+                        continue;
+                    };
+                    match rec.state {
+                        WorkflowState::Pausing => break, // keep the order: wait for it
+                        WorkflowState::Paused => {}
+                        s => {
+                            // Resumed by someone else, or finished meanwhile.
+                            b.items[idx].state = if s == WorkflowState::Completed {
+                                ItemState::Resumed
+                            } else {
+                                ItemState::Resuming
+                            };
+                            continue;
+                        }
+                    }
+                    let needs = first_wave_agents(rec, b.in_flight, now);
+                    if let Some(full) = capacity_blocker(&needs, &active, capacity) {
+                        tracing::debug!(batch_id = %id, workflow_id = %wf, agent_type = %full, "resume waits for capacity");
+                        break;
+                    }
+                    let seq = rec.pause.as_ref().map(|p| p.seq);
+                    let plan = rec.resume_plan(b.in_flight, now);
+                    match engine.resume(&wf, &plan, now) {
+                        Some(Ok(_)) => {
+                            b.items[idx].state = ItemState::Resuming;
+                            b.items[idx].resumed_from_pause = seq;
+                            dirty.insert(wf.clone());
+                            resumed.push(wf.clone());
+                            running += 1;
+                            for a in needs {
+                                *active.entry(a).or_default() += 1;
+                            }
+                        }
+                        Some(Err(e)) => {
+                            b.items[idx].state = ItemState::ResumeFailed;
+                            b.items[idx].error = Some(e.to_string());
+                        }
+                        None => {}
+                    }
+                }
+            }
+            b.refresh_state();
+            if *b != before {
+                b.updated_at = now;
+                self.dirty.insert(id.clone());
+            }
+        }
+        resumed
+    }
+}
+
+/// Updates items from their workflows.
+fn follow(b: &mut BatchRecord, engine: &Engine) {
+    for i in b.items.iter_mut() {
+        let Some(rec) = i.workflow_id.as_deref().and_then(|id| engine.get(id)) else {
+            continue;
+        };
+        match (i.state, rec.state) {
+            (ItemState::Pausing, WorkflowState::Paused) => {
+                i.state = ItemState::Paused;
+                i.paused_at = rec.paused_at();
+            }
+            (ItemState::Pausing, WorkflowState::Completed) => {
+                i.state = ItemState::Skipped;
+                i.error = Some("completed before it paused".into());
+            }
+            (ItemState::ResumeQueued, WorkflowState::Paused) => {
+                i.paused_at = rec.paused_at();
+            }
+            (ItemState::Resuming, WorkflowState::Completed) => i.state = ItemState::Resumed,
+            (ItemState::Resuming, WorkflowState::Failed) => {
+                i.state = ItemState::ResumeFailed;
+                i.error = rec.failure.clone();
+            }
+            (ItemState::Resuming, WorkflowState::Pausing | WorkflowState::Paused) => {
+                let again = rec
+                    .pause
+                    .as_ref()
+                    .is_some_and(|p| Some(p.seq) != i.resumed_from_pause);
+                if again {
+                    i.state = ItemState::ResumeFailed;
+                    i.error = Some(format!(
+                        "paused again: {}",
+                        rec.pause.as_ref().map(|p| p.reason.as_str()).unwrap_or("")
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+}
