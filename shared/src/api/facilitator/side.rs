@@ -29,3 +29,20 @@ impl Side {
         }
     }
 }
+
+/// A word that names no side (`caucus decide --side`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a side: challenger or challenged")]
+pub struct UnknownSide(pub String);
+
+impl std::str::FromStr for Side {
+    type Err = UnknownSide;
+
+    fn from_str(s: &str) -> Result<Side, UnknownSide> {
+        match s {
+            "challenger" => Ok(Side::Challenger),
+            "challenged" => Ok(Side::Challenged),
+            other => Err(UnknownSide(other.to_string())),
+        }
+    }
+}
