@@ -13,8 +13,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use caucus_shared::api::coordinator::plan::{Plan, PlanOp, PlanReply, PlanRequest};
 use caucus_shared::api::coordinator::status::{Status, StatusRequest, WorkflowState, WorkflowView};
 use caucus_shared::api::coordinator::submit::{Submit, SubmitRequest};
+use caucus_shared::api::coordinator::workers::Workers;
+use caucus_shared::api::facilitator::{ExpertLoad, ExpertLoadReply};
+use caucus_shared::api::Empty;
 use caucus_shared::Config;
 
 use super::submit::{report_of, watch_until_done};
@@ -60,21 +64,27 @@ pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> an
     let story = n >= STORY_TICKERS && facilitator;
 
     println!("== 1. The plan for AAPL + MSFT (stock-analysis) ==\n");
-    let p1 = plan(client, &["AAPL", "MSFT"], json!({})).await?;
-    print!("{}", p1["gantt"].as_str().unwrap_or_default());
-    let p2 = plan(client, &["AAPL", "MSFT"], json!({"valuation": 2})).await?;
+    let pair = ["AAPL".to_string(), "MSFT".to_string()];
+    let p1 = plan(client, &pair, BTreeMap::new()).await?;
+    print!("{}", p1.gantt);
+    let p2 = plan(
+        client,
+        &pair,
+        BTreeMap::from([("valuation".to_string(), 2)]),
+    )
+    .await?;
     println!(
         "with valuation capacity 2: makespan {} (was {})\n",
-        fmt_units(&p2["makespan"]),
-        fmt_units(&p1["makespan"])
+        fmt_units(p2.plan.makespan),
+        fmt_units(p1.plan.makespan)
     );
 
     // The pipeline's own agent types, from the plan: only their live
     // capacities go to `plan` (another type, e.g. one whose worker died and
     // that still shows at capacity 0, has nothing to do with this batch).
-    let agents = plan_agent_types(&p1);
+    let agents = plan_agent_types(&p1.plan);
     let caps = pipeline_capacities(&live_capacities(client).await?, &agents);
-    let val1 = caps.get("valuation").and_then(Value::as_u64).unwrap_or(0);
+    let val1 = caps.get("valuation").copied().unwrap_or(0);
     if val1 == 0 {
         anyhow::bail!("no valuation worker is registered: start the stack with `scripts/stack up`");
     }
@@ -103,7 +113,7 @@ pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> an
     let deadline = Instant::now() + SCALE_DEADLINE;
     let caps2 = loop {
         let c = pipeline_capacities(&live_capacities(client).await?, &agents);
-        if c.get("valuation").and_then(Value::as_u64).unwrap_or(0) > val1 {
+        if c.get("valuation").copied().unwrap_or(0) > val1 {
             break c;
         }
         if Instant::now() > deadline {
@@ -112,7 +122,8 @@ pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> an
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    println!("valuation capacity {} → {}", val1, caps2["valuation"]);
+    let val2 = caps2.get("valuation").copied().unwrap_or(0);
+    println!("valuation capacity {val1} → {val2}");
     let b2 = batch(client, &tickers, unit_ms, &caps2, story).await;
     terminate(&mut extra);
     let b2 = b2?;
@@ -121,10 +132,7 @@ pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> an
     println!("\n== Result ==");
     println!("                 planned    measured");
     println!("valuation × {val1}:  {planned1:>7.1} s  {measured1:>8.1} s");
-    println!(
-        "valuation × {}:  {planned2:>7.1} s  {measured2:>8.1} s",
-        caps2["valuation"]
-    );
+    println!("valuation × {val2}:  {planned2:>7.1} s  {measured2:>8.1} s");
     println!(
         "one more valuation worker finished the batch {:.0}% sooner (planned {:.0}%)",
         100.0 * (1.0 - measured2 / measured1),
@@ -153,10 +161,7 @@ pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> an
 
 /// What the batches will show, before they run.
 async fn announce(client: &Client) {
-    let load = client
-        .call_ok("facilitator", "expert_load", json!({}))
-        .await
-        .unwrap_or(Value::Null);
+    let load = expert_load(client).await;
     println!("Each batch shows, and the demo checks:");
     for (i, s) in story::STEPS.iter().enumerate() {
         println!("  {}. {}", i + 1, s.describe());
@@ -167,8 +172,14 @@ async fn announce(client: &Client) {
     );
 }
 
+/// Each expert's load (none when the facilitator does not answer: the
+/// story says "no experts configured").
+async fn expert_load(client: &Client) -> ExpertLoadReply {
+    client.op::<ExpertLoad>(&Empty {}).await.unwrap_or_default()
+}
+
 /// `{"screening": 5, …}` as `screening 5, …`.
-fn caps_line(caps: &serde_json::Map<String, Value>) -> String {
+fn caps_line(caps: &Capacities) -> String {
     caps.iter()
         .map(|(a, c)| format!("{a} {c}"))
         .collect::<Vec<_>>()
@@ -176,8 +187,7 @@ fn caps_line(caps: &serde_json::Map<String, Value>) -> String {
 }
 
 /// A makespan in time units, as people write it (`9`, `8.5`).
-fn fmt_units(v: &Value) -> String {
-    let x = v.as_f64().unwrap_or(0.0);
+fn fmt_units(x: f64) -> String {
     if (x - x.round()).abs() < 1e-9 {
         format!("{}", x.round() as i64)
     } else {
@@ -185,27 +195,30 @@ fn fmt_units(v: &Value) -> String {
     }
 }
 
-async fn plan(client: &Client, items: &[&str], caps: Value) -> anyhow::Result<Value> {
-    client
-        .call_ok(
-            "coordinator",
-            "plan",
-            json!({"items": items, "pipeline": "stock-analysis", "capacities": caps}),
-        )
-        .await
+/// Capacity per agent type (slots).
+type Capacities = BTreeMap<String, u32>;
+
+/// `coordinator.plan` of `items` through stock-analysis with `capacities`.
+async fn plan(
+    client: &Client,
+    items: &[String],
+    capacities: Capacities,
+) -> anyhow::Result<PlanReply> {
+    let request = PlanRequest {
+        items: items.to_vec(),
+        pipeline: json!("stock-analysis"),
+        capacities,
+    };
+    client.op_ok::<PlanOp>(&request).await
 }
 
-async fn live_capacities(client: &Client) -> anyhow::Result<serde_json::Map<String, Value>> {
-    let w = client
-        .call_ok("coordinator", "workers", Value::Null)
-        .await?;
-    let mut m = serde_json::Map::new();
-    for a in w["agents"].as_array().into_iter().flatten() {
-        if let Some(name) = a["agent_type"].as_str() {
-            m.insert(name.to_string(), a["capacity"].clone());
-        }
-    }
-    Ok(m)
+/// Each live agent type's capacity, from `coordinator.workers`.
+async fn live_capacities(client: &Client) -> anyhow::Result<Capacities> {
+    let w = client.op_ok::<Workers>(&Empty {}).await?;
+    Ok(w.agents
+        .into_iter()
+        .map(|a| (a.agent_type, a.capacity))
+        .collect())
 }
 
 /// Waits while the capacity semaphores of `agents` grant no lease: a Redis
@@ -216,15 +229,12 @@ async fn wait_leases_settled(client: &Client, agents: &BTreeSet<String>) -> anyh
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut said = false;
     loop {
-        let w = client
-            .call_ok("coordinator", "workers", Value::Null)
-            .await?;
-        let wait = w["agents"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|a| a["agent_type"].as_str().is_some_and(|t| agents.contains(t)))
-            .filter_map(|a| a["recovering_ms"].as_u64())
+        let w = client.op_ok::<Workers>(&Empty {}).await?;
+        let wait = w
+            .agents
+            .iter()
+            .filter(|a| agents.contains(&a.agent_type))
+            .map(|a| a.recovering_ms)
             .max()
             .unwrap_or(0);
         if wait == 0 {
@@ -244,19 +254,10 @@ async fn wait_leases_settled(client: &Client, agents: &BTreeSet<String>) -> anyh
     }
 }
 
-/// Agent types that run tasks in a `coordinator.plan` reply (gates have none).
-fn plan_agent_types(plan: &Value) -> BTreeSet<String> {
-    let mut out: BTreeSet<String> = plan["utilization"]
-        .as_object()
-        .map(|m| m.keys().cloned().collect())
-        .unwrap_or_default();
-    out.extend(
-        plan["tasks"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|t| t["agent_type"].as_str().map(str::to_string)),
-    );
+/// Agent types that run tasks in a plan (gates have none).
+fn plan_agent_types(plan: &Plan) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = plan.utilization.keys().cloned().collect();
+    out.extend(plan.tasks.iter().filter_map(|t| t.agent_type.clone()));
     out
 }
 
@@ -264,13 +265,10 @@ fn plan_agent_types(plan: &Value) -> BTreeSet<String> {
 /// only, and only when at least 1 (a type of the pipeline with no live slot
 /// keeps the pipeline's own figure rather than failing the plan with
 /// "capacity 0").
-fn pipeline_capacities(
-    live: &serde_json::Map<String, Value>,
-    agents: &BTreeSet<String>,
-) -> serde_json::Map<String, Value> {
+fn pipeline_capacities(live: &Capacities, agents: &BTreeSet<String>) -> Capacities {
     live.iter()
-        .filter(|(a, c)| agents.contains(*a) && c.as_u64().unwrap_or(0) > 0)
-        .map(|(a, c)| (a.clone(), c.clone()))
+        .filter(|(a, c)| agents.contains(*a) && **c > 0)
+        .map(|(a, c)| (a.clone(), *c))
         .collect()
 }
 
@@ -294,17 +292,11 @@ async fn batch(
     client: &Client,
     tickers: &[String],
     unit_ms: u64,
-    caps: &serde_json::Map<String, Value>,
+    caps: &Capacities,
     story: bool,
 ) -> anyhow::Result<Batch> {
-    let p = client
-        .call_ok(
-            "coordinator",
-            "plan",
-            json!({"items": tickers, "pipeline": "stock-analysis", "capacities": caps}),
-        )
-        .await?;
-    let planned = p["makespan"].as_f64().unwrap_or(0.0) * unit_ms as f64 / 1000.0;
+    let p = plan(client, tickers, caps.clone()).await?;
+    let planned = p.plan.makespan * unit_ms as f64 / 1000.0;
     let t0 = Instant::now();
     let request = SubmitRequest {
         items: tickers.to_vec(),
@@ -349,10 +341,7 @@ async fn batch(
         });
     }
     let debates = story::settled_debates(client, &workflows).await?;
-    let load = client
-        .call_ok("facilitator", "expert_load", json!({}))
-        .await
-        .unwrap_or(Value::Null);
+    let load = expert_load(client).await;
     story::print(&debates, &reviewed, &load);
     let decided = story::expert_decides(client, &debates).await?;
     if !decided.is_empty() {
@@ -533,26 +522,43 @@ mod tests {
         for t in debating {
             assert!(TICKERS[..STORY_TICKERS].contains(&t), "{t}");
         }
-        assert_eq!(fmt_units(&json!(9.0)), "9");
-        assert_eq!(fmt_units(&json!(8.5)), "8.5");
+        assert_eq!(fmt_units(9.0), "9");
+        assert_eq!(fmt_units(8.5), "8.5");
     }
 
     #[test]
     fn plan_agent_types_are_the_task_running_types() {
-        let plan = json!({
-            "utilization": {"screening": {}, "valuation": {}},
-            "tasks": [{"agent_type": "report"}, {"kind": "gate"}],
-        });
+        let load = json!({"capacity": 1, "tasks": 1, "busy_time": 1.0, "utilization": 1.0,
+                          "queueing_delay": 0.0});
+        let task = |kind: &str, agent: Option<&str>| {
+            json!({"task_id": "A/x", "item": "A", "stage": "x", "kind": kind,
+                   "agent_type": agent, "ready": 0.0, "start": 0.0, "end": 1.0,
+                   "on_critical_path": true})
+        };
+        let plan: Plan = serde_json::from_value(json!({
+            "schema_version": 1, "pipeline": "p", "items": ["A"], "makespan": 1.0,
+            "critical_path": [], "critical_path_tasks": [], "critical_path_length": 1.0,
+            "topological_order": [], "sequential_time": 1.0, "parallelism_factor": 1.0,
+            "capacities": {}, "utilization": {"screening": load, "valuation": load},
+            "tasks": [task("task", Some("report")), task("gate", None)],
+        }))
+        .unwrap();
         let got: Vec<String> = plan_agent_types(&plan).into_iter().collect();
         assert_eq!(got, ["report", "screening", "valuation"]);
     }
 
     #[test]
     fn only_the_pipelines_live_capacities_reach_the_plan() {
-        let live = json!({"screening": 5, "valuation": 1, "dev": 0, "reviewer": 1, "report": 0})
-            .as_object()
-            .cloned()
-            .unwrap();
+        let live: Capacities = [
+            ("screening", 5),
+            ("valuation", 1),
+            ("dev", 0),
+            ("reviewer", 1),
+            ("report", 0),
+        ]
+        .into_iter()
+        .map(|(a, n)| (a.to_string(), n))
+        .collect();
         let agents: BTreeSet<String> = ["screening", "valuation", "report"]
             .into_iter()
             .map(String::from)
@@ -560,6 +566,7 @@ mod tests {
         let caps = pipeline_capacities(&live, &agents);
         // `dev` (a dead extra worker's type) and `reviewer` (not in the
         // pipeline) are left out; `report` at 0 keeps the pipeline's figure.
-        assert_eq!(Value::Object(caps), json!({"screening": 5, "valuation": 1}));
+        let want: Capacities = [("screening".to_string(), 5), ("valuation".to_string(), 1)].into();
+        assert_eq!(caps, want);
     }
 }

@@ -2,9 +2,15 @@
 
 use std::time::Duration;
 
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use caucus_shared::api::client::decode_reply;
+use caucus_shared::api::coordinator::gates::{
+    Gate, GateRequest, GateReview, GateReviewRequest, Gates, GatesRequest,
+};
+use caucus_shared::api::Operation;
+
+use crate::submit::provisional_of;
 use crate::Client;
 
 /// What the demo's reviewer did at the gates.
@@ -37,49 +43,60 @@ pub async fn review_gates(client: Client, ids: Vec<String>, stop: CancellationTo
 /// Workflows of `ids` with an open gate.
 async fn open_gates_of(client: &Client, ids: &[String]) -> Vec<String> {
     let open = client
-        .call("coordinator", "gates", json!({}))
+        .op::<Gates>(&GatesRequest::default())
         .await
-        .ok()
-        .and_then(|v| v["gates"].as_array().cloned())
+        .map(|r| r.gates)
         .unwrap_or_default();
-    open.iter()
-        .filter_map(|g| g["workflow_id"].as_str())
-        .filter(|wf| ids.iter().any(|i| i == wf))
-        .map(String::from)
+    open.into_iter()
+        .map(|g| g.workflow_id)
+        .filter(|wf| ids.contains(wf))
         .collect()
 }
 
 /// Confirms every provisional decision at `wf`'s gate; keeps the first
 /// package that had any.
 async fn review(client: &Client, wf: &str, out: &mut Reviewed) {
-    let Ok(pkg) = client
-        .call("coordinator", "gate", json!({"workflow_id": wf}))
+    let request = GateRequest {
+        workflow_id: wf.to_string(),
+        gate: None,
+    };
+    // The package as it came, for the printed copy; read through its type.
+    let Ok(raw) = client
+        .call(
+            Gate::SERVICE,
+            Gate::NAME,
+            serde_json::to_value(&request).unwrap_or_default(),
+        )
         .await
     else {
         return;
     };
-    let decisions = pkg["provisional"]["decisions"]
-        .as_array()
-        .cloned()
+    let Ok(pkg) = decode_reply::<Gate>(raw.clone()) else {
+        return;
+    };
+    let decisions = provisional_of(&pkg)
+        .map(|p| p.decisions)
         .unwrap_or_default();
     if decisions.is_empty() {
         return;
     }
     if out.first_package.is_none() {
-        out.first_package = Some(crate::gate::render_package(&pkg));
+        out.first_package = Some(crate::gate::render_package(&raw));
     }
-    for id in decisions.iter().filter_map(|d| d["debate_id"].as_str()) {
-        let r = client
-            .call(
-                "coordinator",
-                "gate_review",
-                json!({"workflow_id": wf, "debate_id": id, "action": "confirm",
-                       "reviewer": "demo-reviewer"}),
-            )
-            .await;
-        if r.is_ok() {
-            out.confirmed
-                .push(format!("{} {id}", pkg["item"].as_str().unwrap_or("?")));
+    for d in decisions {
+        let review = GateReviewRequest {
+            workflow_id: wf.to_string(),
+            debate_id: d.debate_id.clone(),
+            action: "confirm".into(),
+            reviewer: Some("demo-reviewer".into()),
+            side: None,
+            position: None,
+            rationale: None,
+            context: None,
+            analyses: None,
+        };
+        if client.op::<GateReview>(&review).await.is_ok() {
+            out.confirmed.push(format!("{} {}", pkg.item, d.debate_id));
         }
     }
 }

@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use caucus_shared::api::facilitator::{
+    DebateSummary, Debates, DebatesRequest, Decide, DecideRequest, ExpertLoadReply, Side,
+};
 
 use super::reviewer::{confirmed_items, Reviewed};
 use crate::Client;
@@ -71,15 +73,15 @@ pub struct Debate {
 }
 
 impl Debate {
-    fn of(d: &Value, item: &str) -> Option<Debate> {
-        Some(Debate {
-            id: d["debate_id"].as_str()?.to_string(),
+    fn of(d: &DebateSummary, item: &str) -> Debate {
+        Debate {
+            id: d.debate_id.clone(),
             item: item.to_string(),
-            level: d["level"].as_u64().unwrap_or(0),
-            state: d["state"].as_str().unwrap_or("?").to_string(),
-            resolution: d["resolution"].as_str().map(String::from),
-            expert: d["expert"].as_str().map(String::from),
-        })
+            level: u64::from(d.level),
+            state: d.state.as_str().to_string(),
+            resolution: d.resolution.clone(),
+            expert: d.expert.clone(),
+        }
     }
 
     /// How it ended up, for people.
@@ -120,16 +122,12 @@ pub async fn settled_debates(
     loop {
         let mut out = Vec::new();
         for (wf, item) in workflows {
-            let r = client
-                .call_ok("facilitator", "debates", json!({"workflow_id": wf}))
-                .await?;
-            out.extend(
-                r["debates"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|d| Debate::of(d, item)),
-            );
+            let request = DebatesRequest {
+                workflow_id: Some(wf.clone()),
+                ..DebatesRequest::default()
+            };
+            let r = client.op_ok::<Debates>(&request).await?;
+            out.extend(r.debates.iter().map(|d| Debate::of(d, item)));
         }
         if out.iter().all(|d| d.level >= 3 || d.state == "resolved") {
             out.sort_by(|a, b| (a.level, &a.item).cmp(&(b.level, &b.item)));
@@ -143,7 +141,7 @@ pub async fn settled_debates(
 }
 
 /// Prints the debates of the batch and what the reviewer did.
-pub fn print(debates: &[Debate], reviewed: &Reviewed, load: &Value) {
+pub fn print(debates: &[Debate], reviewed: &Reviewed, load: &ExpertLoadReply) {
     if debates.is_empty() {
         println!("\nno debates in this batch");
         return;
@@ -173,13 +171,8 @@ pub fn print(debates: &[Debate], reviewed: &Reviewed, load: &Value) {
 }
 
 /// `alice 3/3, bob 0/3` from `facilitator.expert_load`.
-pub fn expert_load(load: &Value) -> String {
-    let parts: Vec<String> = load
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(e, l)| format!("{e} {}", l.as_str().unwrap_or("?")))
-        .collect();
+pub fn expert_load(load: &ExpertLoadReply) -> String {
+    let parts: Vec<String> = load.iter().map(|(e, l)| format!("{e} {l}")).collect();
     if parts.is_empty() {
         "no experts configured".into()
     } else {
@@ -196,13 +189,16 @@ pub async fn expert_decides(client: &Client, debates: &[Debate]) -> anyhow::Resu
     let mut decided = Vec::new();
     for d in debates.iter().filter(|d| d.state == "awaiting_human") {
         let expert = d.expert.clone().unwrap_or_else(|| "expert".into());
+        let request = DecideRequest {
+            debate_id: d.id.clone(),
+            expert,
+            side: Some(Side::Challenger),
+            position: None,
+            rationale: "demo: the margin trend is holding (strategy's reading)".into(),
+            unavailable: false,
+        };
         client
-            .call_ok(
-                "facilitator",
-                "decide",
-                json!({"debate_id": d.id, "expert": expert, "side": "challenger",
-                       "rationale": "demo: the margin trend is holding (strategy's reading)"}),
-            )
+            .op_ok::<Decide>(&request)
             .await
             .map_err(|e| anyhow::anyhow!("the expert's decision on {}: {e}", d.id))?;
         decided.push(d.item.clone());
@@ -279,8 +275,14 @@ mod tests {
 
     #[test]
     fn expert_load_is_one_line() {
-        let load = json!({"alice": "3/3", "bob": "0/3"});
+        let load = ExpertLoadReply::from([
+            ("alice".to_string(), "3/3".to_string()),
+            ("bob".to_string(), "0/3".to_string()),
+        ]);
         assert_eq!(expert_load(&load), "alice 3/3, bob 0/3");
-        assert_eq!(expert_load(&json!({})), "no experts configured");
+        assert_eq!(
+            expert_load(&ExpertLoadReply::new()),
+            "no experts configured"
+        );
     }
 }

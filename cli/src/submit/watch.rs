@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use serde_json::Value;
 
-use caucus_shared::api::coordinator::gates::{Gate, GateRequest};
+use caucus_shared::api::coordinator::gates::{DecisionPackage, Gate, GateRequest};
 use caucus_shared::api::coordinator::status::{Status, StatusReply, StatusRequest, WorkflowView};
+use caucus_shared::api::facilitator::ProvisionalReply;
 
 use super::progress::LiveView;
 use super::LISTED;
@@ -129,13 +129,15 @@ async fn provisional_waiting(client: &Client, workflow_id: &str) -> bool {
         workflow_id: workflow_id.to_string(),
         gate: None,
     };
-    // The package carries the facilitator's `provisional` reply as it came.
-    client.op::<Gate>(&request).await.is_ok_and(|p| {
-        p.provisional
-            .get("count")
-            .and_then(Value::as_u64)
-            .is_some_and(|n| n > 0)
-    })
+    let package = client.op::<Gate>(&request).await;
+    package.is_ok_and(|p| provisional_of(&p).is_some_and(|p| p.count > 0))
+}
+
+/// The provisional decisions a decision package lists: the facilitator's
+/// `provisional` reply it carries as it came (`None` when the facilitator
+/// did not answer with one).
+pub fn provisional_of(package: &DecisionPackage) -> Option<ProvisionalReply> {
+    serde_json::from_value(package.provisional.clone()).ok()
 }
 
 /// Tells the person what to run at each waiting gate.
