@@ -25,12 +25,14 @@ use async_nats::jetstream::consumer::push::OrderedConfig;
 use async_nats::jetstream::consumer::DeliverPolicy;
 use async_nats::jetstream::{self};
 use async_nats::HeaderMap;
+use backon::{ExponentialBuilder, Retryable};
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use caucus_shared::envelope::{Envelope, MessageType};
-use caucus_shared::messages::Challenge;
+use caucus_shared::messages::{Challenge, DebateAck, DebateEvidence, DebateVerdict};
 use caucus_shared::nats::trace;
 use caucus_shared::subjects::{StreamKind, Subjects};
 
@@ -51,6 +53,42 @@ pub enum HandleError {
         /// The specific reason.
         reason: String,
     },
+}
+
+/// Why the challenger could not read the debate's evidence.
+#[derive(Debug, thiserror::Error)]
+pub enum EvidenceWatchError {
+    /// The debates stream cannot be read.
+    #[error("stream {name}: {source}")]
+    Stream {
+        /// The stream.
+        name: String,
+        /// What NATS said.
+        #[source]
+        source: async_nats::jetstream::context::GetStreamError,
+    },
+    /// The ordered consumer could not be created.
+    #[error("evidence watch: {0}")]
+    Consumer(#[source] async_nats::jetstream::stream::ConsumerError),
+    /// Its messages could not be read.
+    #[error("evidence watch: {0}")]
+    Messages(#[source] async_nats::jetstream::consumer::StreamError),
+    /// The watch stopped before the evidence came.
+    #[error("evidence watch ended")]
+    Ended,
+}
+
+/// A built-in analyst's evidence (its own content, with its computation)
+/// stamped with the debate and the snapshot it cites.
+#[derive(Serialize)]
+struct StampedEvidence<'a> {
+    /// The debate.
+    debate_id: &'a str,
+    /// The snapshot every debate message cites.
+    snapshot_id: &'a str,
+    /// The analyst's `debate_evidence` content.
+    #[serde(flatten)]
+    content: Value,
 }
 
 /// One built-in agent type taking part in debates.
@@ -142,13 +180,18 @@ impl DebateAgent {
                 self.agent_type
             ),
         };
-        let ack = json!({
-            "debate_id": debate_id,
-            "challenge_id": c.challenge_id,
-            "note": note,
-            "snapshot_id": snapshot_id,
-        });
-        let env = Envelope::new(MessageType::DebateAck, self.agent_type.clone(), ack)
+        let ack = DebateAck {
+            debate_id: debate_id.to_string(),
+            challenge_id: Some(c.challenge_id.clone()),
+            respond_by: None,
+            note: Some(note.clone()),
+            snapshot_id: Some(snapshot_id.to_string()),
+        };
+        let env = Envelope::with_content(self.agent_type.clone(), &ack)
+            .map_err(|e| HandleError::Refused {
+                code: "invalid_content",
+                reason: e.to_string(),
+            })?
             .to(c.challenger.clone())
             .with_correlation_id(debate_id.to_string());
         self.publish(debate_id, "ack", env).await?;
@@ -157,9 +200,15 @@ impl DebateAgent {
             tracing::warn!(debate_id, "{note}");
             return Ok(());
         };
-        let mut content = ev.content;
-        content["debate_id"] = json!(debate_id);
-        content["snapshot_id"] = json!(snapshot_id);
+        let stamped = StampedEvidence {
+            debate_id,
+            snapshot_id,
+            content: ev.content,
+        };
+        let content = serde_json::to_value(&stamped).map_err(|e| HandleError::Refused {
+            code: "invalid_content",
+            reason: e.to_string(),
+        })?;
         let env = Envelope::new(
             MessageType::DebateEvidence,
             self.agent_type.clone(),
@@ -202,44 +251,55 @@ impl DebateAgent {
                 return;
             }
         };
-        let content = json!({
-            "debate_id": debate_id,
-            "accepted": verdict.accepted,
-            "reason": verdict.reason,
-            "snapshot_id": snapshot_id,
-        });
-        let env = Envelope::new(MessageType::DebateVerdict, self.agent_type.clone(), content)
-            .to(c.challenged.clone())
-            .with_correlation_id(debate_id.to_string());
-        // A publish failure is retried a few times; the facilitator's
-        // verdict deadline covers the rest.
-        for attempt in 1..=5u32 {
-            match self.publish(debate_id, "verdict", env.clone()).await {
-                Ok(()) => {
-                    tracing::info!(
-                        debate_id,
-                        accepted = verdict.accepted,
-                        "verdict given: {}",
-                        verdict.reason
-                    );
-                    return;
-                }
-                Err(e) => {
-                    tracing::warn!(debate_id, attempt, error = %e, "verdict not published");
-                    tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
-                }
+        let content = DebateVerdict {
+            debate_id: debate_id.to_string(),
+            accepted: verdict.accepted,
+            reason: Some(verdict.reason.clone()),
+            snapshot_id: Some(snapshot_id.to_string()),
+        };
+        let env = match Envelope::with_content(self.agent_type.clone(), &content) {
+            Ok(env) => env
+                .to(c.challenged.clone())
+                .with_correlation_id(debate_id.to_string()),
+            Err(e) => {
+                tracing::error!(debate_id, error = %e, "verdict invalid; no verdict");
+                return;
             }
+        };
+        // A publish failure is retried a few times (0.2 s, 0.4 s, 0.8 s,
+        // 1 s); the facilitator's verdict deadline covers the rest.
+        let tries = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(200))
+            .with_max_delay(Duration::from_secs(1))
+            .with_max_times(4);
+        let sent = (|| self.publish(debate_id, "verdict", env.clone()))
+            .retry(tries)
+            .notify(|e, after| {
+                tracing::warn!(debate_id, error = %e, ?after, "verdict not published; retrying");
+            })
+            .await;
+        match sent {
+            Ok(()) => tracing::info!(
+                debate_id,
+                accepted = verdict.accepted,
+                "verdict given: {}",
+                verdict.reason
+            ),
+            Err(e) => tracing::warn!(
+                debate_id,
+                error = %e,
+                "verdict not published; the facilitator's verdict deadline escalates"
+            ),
         }
     }
 
     /// The first evidence `from` sent in `debate_id` (its content).
-    async fn evidence_of(&self, debate_id: &str, from: &str) -> Result<Value, String> {
+    async fn evidence_of(&self, debate_id: &str, from: &str) -> Result<Value, EvidenceWatchError> {
         let name = self.subjects.stream(StreamKind::Debates);
-        let stream = self
-            .js
-            .get_stream(&name)
-            .await
-            .map_err(|e| format!("stream {name}: {e}"))?;
+        let stream = match self.js.get_stream(&name).await {
+            Ok(s) => s,
+            Err(source) => return Err(EvidenceWatchError::Stream { name, source }),
+        };
         let consumer = stream
             .create_consumer(OrderedConfig {
                 deliver_subject: self.js.client().new_inbox(),
@@ -248,11 +308,11 @@ impl DebateAgent {
                 ..Default::default()
             })
             .await
-            .map_err(|e| format!("evidence watch: {e}"))?;
+            .map_err(EvidenceWatchError::Consumer)?;
         let mut messages = consumer
             .messages()
             .await
-            .map_err(|e| format!("evidence watch: {e}"))?;
+            .map_err(EvidenceWatchError::Messages)?;
         while let Some(m) = messages.next().await {
             let Ok(m) = m else { continue };
             // Someone else's bad body is not ours to dead-letter: the
@@ -260,13 +320,15 @@ impl DebateAgent {
             let Ok(env) = Envelope::decode(&m.payload, 1 << 20) else {
                 continue;
             };
-            if env.message_type == MessageType::DebateEvidence
+            let ours = env.message_type == MessageType::DebateEvidence
                 && env.from_agent == from
-                && env.content.get("debate_id").and_then(Value::as_str) == Some(debate_id)
-            {
+                && env
+                    .content_as::<DebateEvidence>()
+                    .is_ok_and(|e| e.debate_id == debate_id);
+            if ours {
                 return Ok(env.content);
             }
         }
-        Err("evidence watch ended".into())
+        Err(EvidenceWatchError::Ended)
     }
 }
