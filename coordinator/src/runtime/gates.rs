@@ -14,7 +14,7 @@ use caucus_shared::config::CoordinatorConfig;
 use caucus_shared::nats::api::{ApiError, OffsetPage};
 
 use super::gates_package;
-use super::views::workflow_json;
+use super::views::workflow_view;
 use crate::engine::Engine;
 use crate::workflow::{GateError, GateRequest, GateTimers, RerunRequest, WorkflowRecord};
 
@@ -189,7 +189,7 @@ pub fn apply(
                 decision,
                 newly_ready: out.newly_ready,
                 renewed: out.renewed,
-                workflow: workflow_json(rec, false),
+                workflow: workflow_view(rec, false),
                 persisted: None,
             })
         }
@@ -235,7 +235,7 @@ pub fn apply(
                 renewed: out.renewed,
                 not_yet_run: out.not_yet_run,
                 newly_ready: out.newly_ready,
-                workflow: workflow_json(rec, false),
+                workflow: workflow_view(rec, false),
                 persisted: None,
             })
         }

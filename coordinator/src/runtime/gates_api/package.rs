@@ -5,6 +5,7 @@
 use futures::StreamExt;
 use serde_json::{json, Value};
 
+use caucus_shared::api::coordinator::status::TaskState;
 use caucus_shared::api::coordinator::gates::{
     DecisionPackage, GateAction, GateRequest, PackageFinding, PackageTask,
 };
@@ -17,7 +18,7 @@ use super::super::commands::SchedulerHandle;
 use super::super::gates::open_gate;
 use super::super::gates_package::{finding_id, push_finding, rerun_view};
 use super::GateApi;
-use crate::workflow::WorkflowRecord;
+use crate::workflow::{TaskRunState, WorkflowRecord};
 
 /// Findings read into one decision package, at most.
 pub const MAX_PACKAGE_FINDINGS: usize = 500;
@@ -168,6 +169,19 @@ impl GateApi {
     }
 }
 
+/// A task's state as the API names it.
+fn task_state(s: TaskRunState) -> TaskState {
+    match s {
+        TaskRunState::Waiting => TaskState::Waiting,
+        TaskRunState::Ready => TaskState::Ready,
+        TaskRunState::Dispatched => TaskState::Dispatched,
+        TaskRunState::Running => TaskState::Running,
+        TaskRunState::Completed => TaskState::Completed,
+        TaskRunState::Failed => TaskState::Failed,
+        TaskRunState::AwaitingApproval => TaskState::AwaitingApproval,
+    }
+}
+
 /// Every task of the workflow, by key.
 fn tasks(rec: &WorkflowRecord) -> Vec<PackageTask> {
     rec.tasks
@@ -176,11 +190,7 @@ fn tasks(rec: &WorkflowRecord) -> Vec<PackageTask> {
             task: k.clone(),
             stage: t.stage.clone(),
             agent_type: t.agent_type.clone(),
-            // The record's snake_case spelling, as the status API shows it.
-            state: serde_json::to_value(t.state)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            state: task_state(t.state),
             finished_at: t.finished_at,
             rerun: t.previous_output.is_some(),
         })

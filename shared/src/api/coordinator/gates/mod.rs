@@ -13,9 +13,11 @@ use crate::api::{
 
 mod package;
 mod records;
+mod replies;
 
 pub use package::{DecisionPackage, PackageFinding, PackageTask};
 pub use records::{GateAction, GateDecision, RerunEstimate, RerunRecord};
+pub use replies::{GateDecideReply, GateReviewReply, RerunReply};
 
 /// The operations of this file, for [`crate::api::catalog`].
 pub(super) const DOCS: &[OperationDoc] = &[
@@ -175,28 +177,6 @@ pub struct GateDecideRequest {
     pub send_back_to: Vec<String>,
 }
 
-/// What a decision did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GateDecideReply {
-    /// The workflow.
-    pub workflow_id: String,
-    /// The gate decided.
-    pub gate: String,
-    /// What was decided.
-    pub action: GateAction,
-    /// The decision as recorded.
-    pub decision: Option<GateDecision>,
-    /// Tasks that became ready.
-    pub newly_ready: Vec<String>,
-    /// Tasks that run again (a send-back).
-    pub renewed: Vec<String>,
-    /// The workflow after the decision (as `coordinator.status` shows one).
-    pub workflow: Value,
-    /// Whether the decision is stored (false: kept in memory, retried).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub persisted: Option<bool>,
-}
-
 /// `coordinator.gate_review`: a level-5 review of one of a workflow's
 /// debates; an override whose impact requires it re-runs the affected
 /// tasks.
@@ -256,17 +236,6 @@ pub struct GateReviewRequest {
     pub analyses: Option<Vec<Value>>,
 }
 
-/// What a review did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GateReviewReply {
-    /// `facilitator.gate_review`'s answer: `{debate, resolution, impact,
-    /// redebate_id}`.
-    pub facilitator: Value,
-    /// The re-run it started or the assumption it settled, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rerun: Option<RerunReply>,
-}
-
 /// `coordinator.rerun`: run tasks of a workflow again.
 #[derive(Debug, Clone, Copy)]
 pub struct Rerun;
@@ -309,25 +278,4 @@ pub struct RerunRequest {
     /// (metric → value).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub assumptions: BTreeMap<String, Value>,
-}
-
-/// What a re-run renewed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RerunReply {
-    /// The workflow.
-    pub workflow_id: String,
-    /// The new re-run's id.
-    pub rerun_id: String,
-    /// Tasks renewed (they run again).
-    pub renewed: Vec<String>,
-    /// Listed tasks that had not run yet (they run once, with the new
-    /// inputs).
-    pub not_yet_run: Vec<String>,
-    /// Tasks that became ready now.
-    pub newly_ready: Vec<String>,
-    /// The workflow after the re-run (as `coordinator.status` shows one).
-    pub workflow: Value,
-    /// Whether the re-run is stored (false: kept in memory, retried).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub persisted: Option<bool>,
 }

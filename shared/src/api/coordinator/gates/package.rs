@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::super::status::TaskState;
 use super::{GateAction, OpenGate, RerunRecord};
 
 /// The decision package of one open gate.
@@ -57,8 +58,8 @@ pub struct PackageTask {
     pub stage: String,
     /// The agent type that runs it.
     pub agent_type: String,
-    /// Where it is (`waiting`, `ready`, `running`, `completed`, …).
-    pub state: String,
+    /// Where it is.
+    pub state: TaskState,
     /// When it last finished, if it did.
     pub finished_at: Option<DateTime<Utc>>,
     /// Whether it ran again (it keeps its previous output).
