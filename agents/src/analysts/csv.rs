@@ -1,13 +1,22 @@
-//! The CSV form of the fundamentals data set: one row per ticker and year.
-//!
-//! A deliberately small reader (no dependency) for the documented columns.
+//! The CSV form of the fundamentals data set: one row per ticker and year,
+//! read with the `csv` crate into [`Row`]s by header name. Header names
+//! ignore case and surrounding blanks, cells surrounding blanks; blank
+//! lines and lines starting with `#` are skipped; `name` is optional and
+//! unknown columns are ignored.
 
 use std::collections::BTreeMap;
 
+use csv::{DeserializeErrorKind, ReaderBuilder, StringRecord, Trim};
+use serde::Deserialize;
+
 use super::company::{normalize_ticker, Company, DatasetError, FiscalYear};
 
-/// Columns that carry numbers for one fiscal year, in [`FiscalYear`] order.
-const YEAR_COLUMNS: [&str; 11] = [
+/// Columns every file must have, in the order a missing one is named.
+const REQUIRED: [&str; 15] = [
+    "ticker",
+    "sector",
+    "price",
+    "fiscal_year",
     "revenue",
     "gross_profit",
     "operating_income",
@@ -21,99 +30,160 @@ const YEAR_COLUMNS: [&str; 11] = [
     "invested_capital",
 ];
 
-/// Columns every file must have (`name` is optional).
-const REQUIRED: [&str; 4] = ["ticker", "sector", "price", "fiscal_year"];
-
+/// One row: a company's figures for one fiscal year (currency amounts in
+/// the file's unit, shares in units).
+#[derive(Debug, Deserialize)]
 struct Row {
-    line: usize,
-    fields: Vec<String>,
+    /// Ticker as written (normalised when read).
+    ticker: String,
+    /// Company name (optional column).
+    #[serde(default)]
+    name: String,
+    /// Sector.
+    sector: String,
+    /// Share price.
+    price: f64,
+    /// Fiscal year, e.g. 2024.
+    fiscal_year: i32,
+    /// Revenue.
+    revenue: f64,
+    /// Gross profit.
+    gross_profit: f64,
+    /// Operating income.
+    operating_income: f64,
+    /// Net income.
+    net_income: f64,
+    /// Capital expenditure.
+    capex: f64,
+    /// Operating cash flow.
+    operating_cash_flow: f64,
+    /// Depreciation and amortisation.
+    depreciation: f64,
+    /// Total debt.
+    total_debt: f64,
+    /// Cash and equivalents.
+    cash: f64,
+    /// Shares outstanding.
+    shares_outstanding: f64,
+    /// Invested capital.
+    invested_capital: f64,
+}
+
+impl Row {
+    fn year(&self) -> FiscalYear {
+        FiscalYear {
+            fiscal_year: self.fiscal_year,
+            revenue: self.revenue,
+            gross_profit: self.gross_profit,
+            operating_income: self.operating_income,
+            net_income: self.net_income,
+            capex: self.capex,
+            operating_cash_flow: self.operating_cash_flow,
+            depreciation: self.depreciation,
+            total_debt: self.total_debt,
+            cash: self.cash,
+            shares_outstanding: self.shares_outstanding,
+            invested_capital: self.invested_capital,
+        }
+    }
+}
+
+/// `text` with comment and blank lines emptied, so the reader skips them
+/// and line numbers stay those of the file.
+fn without_comments(text: &str) -> String {
+    text.lines()
+        .map(|l| {
+            let t = l.trim();
+            if t.is_empty() || t.starts_with('#') {
+                ""
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Why `record` does not read as a [`Row`], in the file's words.
+fn row_error(e: &csv::Error, headers: &StringRecord, record: &StringRecord) -> String {
+    let Some(de) = (match e.kind() {
+        csv::ErrorKind::Deserialize { err, .. } => Some(err),
+        _ => None,
+    }) else {
+        return e.to_string();
+    };
+    let Some(i) = de.field().map(|i| i as usize) else {
+        return de.to_string();
+    };
+    let column = headers.get(i).unwrap_or("?");
+    let raw = record.get(i).unwrap_or("");
+    match de.kind() {
+        DeserializeErrorKind::ParseInt(_) if column == "fiscal_year" => {
+            format!("column fiscal_year: {raw:?} is not a year")
+        }
+        DeserializeErrorKind::ParseInt(_) | DeserializeErrorKind::ParseFloat(_) => {
+            format!("column {column}: {raw:?} is not a number")
+        }
+        _ => format!("column {column}: {de}"),
+    }
 }
 
 /// Parses the whole file into companies (not yet validated).
 pub(crate) fn parse_companies(text: &str, origin: &str) -> Result<Vec<Company>, DatasetError> {
-    let err = |line: usize, reason: String| DatasetError::Csv {
+    let err = |line: u64, reason: String| DatasetError::Csv {
         origin: origin.to_string(),
-        line,
+        line: line as usize,
         reason,
     };
-    let mut rows = Vec::new();
-    for (i, raw) in text.lines().enumerate() {
-        let trimmed = raw.trim();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        let fields = split_line(raw).map_err(|r| err(i + 1, r))?;
-        rows.push(Row {
-            line: i + 1,
-            fields,
-        });
-    }
-    let mut rows = rows.into_iter();
-    let header = rows
-        .next()
-        .ok_or_else(|| err(1, "empty file: expected a header row".to_string()))?;
-    let index: BTreeMap<String, usize> = header
-        .fields
-        .iter()
-        .enumerate()
-        .map(|(i, h)| (h.trim().to_ascii_lowercase(), i))
-        .collect();
-    let col = |name: &str| -> Result<usize, DatasetError> {
-        index
-            .get(name)
-            .copied()
-            .ok_or_else(|| err(header.line, format!("missing column {name:?}")))
+    let text = without_comments(text);
+    let mut reader = ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(Trim::All)
+        .from_reader(text.as_bytes());
+    // A record's position is where the reader started looking for it, before
+    // the blank lines it skipped (which its line count leaves out too): the
+    // line is that of its first character.
+    let newlines: Vec<usize> = text.match_indices('\n').map(|(i, _)| i).collect();
+    let line_at = |p: Option<&csv::Position>| {
+        let start = p.map_or(0, |p| p.byte() as usize).min(text.len());
+        let first = text[start..]
+            .find(|c| c != '\n' && c != '\r')
+            .map_or(text.len(), |i| start + i);
+        newlines.partition_point(|n| *n < first) as u64 + 1
     };
-    for name in REQUIRED.iter().chain(YEAR_COLUMNS.iter()) {
-        col(name)?;
+    let line_of = |r: &StringRecord| line_at(r.position());
+    let mut records = reader.records();
+    let header = match records.next() {
+        None => return Err(err(1, "empty file: expected a header row".to_string())),
+        Some(r) => r.map_err(|e| err(line_at(e.position()), e.to_string()))?,
+    };
+    let headers: StringRecord = header.iter().map(str::to_ascii_lowercase).collect();
+    if let Some(name) = REQUIRED.iter().find(|n| !headers.iter().any(|h| h == **n)) {
+        return Err(err(line_of(&header), format!("missing column {name:?}")));
     }
-    let name_col = index.get("name").copied();
 
     let mut companies: BTreeMap<String, Company> = BTreeMap::new();
-    for row in rows {
-        let cell = |c: usize| row.fields.get(c).map(|s| s.trim()).unwrap_or("");
-        let number = |name: &str| -> Result<f64, DatasetError> {
-            let raw = cell(col(name)?);
-            raw.parse::<f64>()
-                .map_err(|_| err(row.line, format!("column {name}: {raw:?} is not a number")))
-        };
-        let ticker = normalize_ticker(cell(col("ticker")?));
-        if ticker.is_empty() {
-            return Err(err(row.line, "empty ticker".to_string()));
+    for record in records {
+        let mut record = record.map_err(|e| err(line_at(e.position()), e.to_string()))?;
+        let line = line_of(&record);
+        // A short row reads its missing cells as blank, as before.
+        while record.len() < headers.len() {
+            record.push_field("");
         }
-        let fy = cell(col("fiscal_year")?);
-        let fiscal_year = fy.parse::<i32>().map_err(|_| {
-            err(
-                row.line,
-                format!("column fiscal_year: {fy:?} is not a year"),
-            )
-        })?;
-        let v: Vec<f64> = YEAR_COLUMNS
-            .iter()
-            .map(|c| number(c))
-            .collect::<Result<_, _>>()?;
-        let year = FiscalYear {
-            fiscal_year,
-            revenue: v[0],
-            gross_profit: v[1],
-            operating_income: v[2],
-            net_income: v[3],
-            capex: v[4],
-            operating_cash_flow: v[5],
-            depreciation: v[6],
-            total_debt: v[7],
-            cash: v[8],
-            shares_outstanding: v[9],
-            invested_capital: v[10],
-        };
-        let sector = cell(col("sector")?).to_string();
-        let price = number("price")?;
-        let name = name_col.map(|c| cell(c).to_string()).unwrap_or_default();
+        let row: Row = record
+            .deserialize(Some(&headers))
+            .map_err(|e| err(line, row_error(&e, &headers, &record)))?;
+        let ticker = normalize_ticker(&row.ticker);
+        if ticker.is_empty() {
+            return Err(err(line, "empty ticker".to_string()));
+        }
+        let year = row.year();
         match companies.get_mut(&ticker) {
             Some(c) => {
-                if c.sector != sector || c.price != price || c.name != name {
+                if c.sector != row.sector || c.price != row.price || c.name != row.name {
                     return Err(err(
-                        row.line,
+                        line,
                         format!("{ticker}: name, sector and price must be the same on every row"),
                     ));
                 }
@@ -124,9 +194,9 @@ pub(crate) fn parse_companies(text: &str, origin: &str) -> Result<Vec<Company>, 
                     ticker.clone(),
                     Company {
                         ticker,
-                        name,
-                        sector,
-                        price,
+                        name: row.name,
+                        sector: row.sector,
+                        price: row.price,
                         years: vec![year],
                     },
                 );
@@ -136,44 +206,35 @@ pub(crate) fn parse_companies(text: &str, origin: &str) -> Result<Vec<Company>, 
     Ok(companies.into_values().collect())
 }
 
-/// Splits one line on commas, honouring double quotes (`""` = a quote).
-fn split_line(line: &str) -> Result<Vec<String>, String> {
-    let mut fields = Vec::new();
-    let mut cur = String::new();
-    let mut in_quotes = false;
-    let mut chars = line.chars().peekable();
-    while let Some(ch) = chars.next() {
-        match (ch, in_quotes) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                chars.next();
-                cur.push('"');
-            }
-            ('"', true) => in_quotes = false,
-            ('"', false) if cur.trim().is_empty() => {
-                cur.clear();
-                in_quotes = true;
-            }
-            (',', false) => fields.push(std::mem::take(&mut cur)),
-            _ => cur.push(ch),
-        }
-    }
-    if in_quotes {
-        return Err("unterminated quoted field".to_string());
-    }
-    fields.push(cur);
-    Ok(fields)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::split_line;
+    use super::parse_companies;
+
+    const HEADER: &str = "Ticker , name,sector,price,fiscal_year,revenue,gross_profit,operating_income,net_income,capex,operating_cash_flow,depreciation,total_debt,cash,shares_outstanding,invested_capital,extra";
 
     #[test]
-    fn splits_quoted_fields() {
-        assert_eq!(
-            split_line(r#"AAPL,"Apple, Inc.","say ""hi""",3"#).unwrap(),
-            vec!["AAPL", "Apple, Inc.", r#"say "hi""#, "3"]
+    fn reads_quoted_fields_by_header_name() {
+        let text = format!(
+            "# comment\n\n{HEADER}\n  # another\nAAPL,\"Apple, Inc. \"\"say hi\"\"\",Tech,3,2024,1,1,1,1,1,1,1,1,1,1,1,x\n"
         );
-        assert!(split_line(r#"a,"b"#).is_err());
+        let c = parse_companies(&text, "t").unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].name, r#"Apple, Inc. "say hi""#);
+        assert_eq!((c[0].ticker.as_str(), c[0].price), ("AAPL", 3.0));
+    }
+
+    #[test]
+    fn errors_name_the_line_and_the_column() {
+        let short = format!("{HEADER}\n\nAAPL,A,Tech,3,2024,1,1\n");
+        let e = parse_companies(&short, "t").unwrap_err().to_string();
+        assert!(
+            e.contains("line 3") && e.contains("column operating_income"),
+            "{e}"
+        );
+        let year = format!("{HEADER}\nAAPL,A,Tech,3,FY24,1,1,1,1,1,1,1,1,1,1,1\n");
+        let e = parse_companies(&year, "t").unwrap_err().to_string();
+        assert!(e.contains("\"FY24\" is not a year"), "{e}");
+        let e = parse_companies("# only\n", "t").unwrap_err().to_string();
+        assert!(e.contains("line 1: empty file"), "{e}");
     }
 }
