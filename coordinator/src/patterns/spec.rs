@@ -312,8 +312,10 @@ impl PatternSpec {
                 agreement_threshold,
             } => json!({"max_rounds": max_rounds, "agreement_threshold": agreement_threshold}),
         };
-        v["context_truncation"] = json!(self.context_truncation);
-        v["output_truncation"] = json!(self.output_truncation);
+        if let Value::Object(m) = &mut v {
+            m.insert("context_truncation".into(), json!(self.context_truncation));
+            m.insert("output_truncation".into(), json!(self.output_truncation));
+        }
         v
     }
 

@@ -29,6 +29,25 @@ use super::publish::{alert, publish, FROM};
 use crate::engine::Engine;
 use crate::workflow::{Checkpoint, EventOutcome, RetryDecision, Tier, WorkflowState};
 
+/// The alert cards' action that resumes the workflow.
+const ACTION_RESUME: &str = "resume";
+/// The alert cards' action that resumes the whole batch.
+const ACTION_RESUME_ALL: &str = "resume_all";
+
+/// Why a pause could not be finished yet (it is retried on the next flush).
+#[derive(Debug, thiserror::Error)]
+enum CompletePauseError {
+    /// The checkpoint was not stored.
+    #[error("checkpoint not stored: {0}")]
+    Checkpoint(String),
+    /// The `pause_complete` envelope could not be built.
+    #[error("cannot build pause_complete: {0}")]
+    Envelope(#[source] caucus_shared::envelope::DecodeError),
+    /// `pause_complete` or the alert card was not published.
+    #[error("not published: {0}")]
+    Publish(String),
+}
+
 /// Outgoing messages kept for a retry when a publish fails, at most.
 const MAX_OUTBOX: usize = 50_000;
 
@@ -176,7 +195,7 @@ impl PauseManager {
                     "error_type": err.error_type,
                     "error_message": err.message,
                     "reason": rec.failure,
-                    "actions": ["resume"],
+                    "actions": [ACTION_RESUME],
                 }),
             );
             self.push(
@@ -223,7 +242,7 @@ impl PauseManager {
         engine: &mut Engine,
         id: &str,
         now: DateTime<Utc>,
-    ) -> Result<(), String> {
+    ) -> Result<(), CompletePauseError> {
         let Some(rec) = engine.get(id) else {
             return Ok(());
         };
@@ -234,7 +253,10 @@ impl PauseManager {
             return Ok(());
         }
         let cp = Checkpoint::of(rec, now);
-        self.checkpoints.put(&cp).await?;
+        self.checkpoints
+            .put(&cp)
+            .await
+            .map_err(|e| CompletePauseError::Checkpoint(e.to_string()))?;
         let paused_at = p.paused_at.unwrap_or(now);
         let content = PauseComplete {
             stock_id: rec.item.clone(),
@@ -244,7 +266,7 @@ impl PauseManager {
             workflow_id: Some(rec.workflow_id.clone()),
         };
         let mut env = Envelope::with_content(FROM, &content)
-            .map_err(|e| e.to_string())?
+            .map_err(CompletePauseError::Envelope)?
             .with_id(format!("pause_complete:{}", cp.checkpoint_id));
         if let Some(c) = p.correlation_id.clone().or_else(|| p.batch_id.clone()) {
             env = env.with_correlation_id(c);
@@ -255,7 +277,8 @@ impl PauseManager {
             &env,
             &format!("pause_complete:{}", cp.checkpoint_id),
         )
-        .await?;
+        .await
+        .map_err(|e| CompletePauseError::Publish(e.to_string()))?;
         let (event, severity) = if p.escalated {
             ("workflow_escalated", "critical")
         } else {
@@ -274,7 +297,7 @@ impl PauseManager {
                 "batch_id": p.batch_id,
                 "correlation_id": p.correlation_id,
                 "paused_at": paused_at,
-                "actions": if p.batch_id.is_some() { json!(["resume", "resume_all"]) } else { json!(["resume"]) },
+                "actions": if p.batch_id.is_some() { vec![ACTION_RESUME, ACTION_RESUME_ALL] } else { vec![ACTION_RESUME] },
             }),
         );
         publish(
@@ -283,7 +306,8 @@ impl PauseManager {
             &card,
             &format!("alert:paused:{}", cp.checkpoint_id),
         )
-        .await?;
+        .await
+        .map_err(|e| CompletePauseError::Publish(e.to_string()))?;
         if let Some(p) = engine.get_mut(id).and_then(|r| r.pause.as_mut()) {
             p.checkpoint_id = Some(cp.checkpoint_id.clone());
         }
@@ -338,7 +362,7 @@ impl PauseManager {
                         "paused_for_ms": self.reminders[i].as_millis() as u64,
                         "escalated": p.escalated,
                         "batch_id": p.batch_id,
-                        "actions": ["resume"],
+                        "actions": [ACTION_RESUME],
                     }),
                 );
                 let msg_id = format!("alert:reminder:{}.{}:{i}", rec.workflow_id, p.seq);

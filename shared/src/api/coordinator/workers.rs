@@ -13,10 +13,13 @@ impl Operation for Workers {
     const SERVICE: &'static str = super::SERVICE;
     const NAME: &'static str = "workers";
     const SUMMARY: &'static str = "registered workers, capacity, queue depth, live bottleneck";
-    const ERRORS: &'static [&'static str] = &["unavailable"];
+    const ERRORS: &'static [&'static str] = &[CODE_UNAVAILABLE];
     type Request = Empty;
     type Reply = WorkersReply;
 }
+
+/// Error code of a coordinator shutting down mid-request.
+const CODE_UNAVAILABLE: &str = "unavailable";
 
 /// The operations of this file, for [`crate::api::catalog`].
 pub(super) const DOCS: &[OperationDoc] = &[OperationDoc::of::<Workers>()];
