@@ -18,7 +18,6 @@ use super::submissions::{
     SubmissionRecord, SubmissionState, Submissions, SubmitOp, SUBMISSION_SCHEMA_VERSION,
     SUMMARY_IDS,
 };
-pub use super::views::{workflow_json, workflow_json_with};
 use crate::workflow::{instantiate, LevelReviewMode, LevelReviewPolicy};
 
 /// Items per submit request, at most.
@@ -145,7 +144,7 @@ pub async fn submit(
             reply,
         })
         .await?
-        .map_err(|e| ApiError::new("store_failed", e))?;
+        .map_err(|e| ApiError::new("store_failed", e.to_string()))?;
         for range in chunks(sub.created, sub.count, settings.chunk) {
             let mut records = Vec::with_capacity(range.len());
             for i in range.clone() {
@@ -176,7 +175,7 @@ pub async fn submit(
             let failure = match (&adopted, step.error) {
                 (Ok(Ok(_)), None) => None,
                 (Ok(Ok(_)), Some(e)) => Some(e),
-                (Ok(Err(e)), _) => Some(e.clone()),
+                (Ok(Err(e)), _) => Some(e.to_string()),
                 (Err(e), _) => Some(ApiError::from(*e).message),
             };
             if let Some(e) = failure {

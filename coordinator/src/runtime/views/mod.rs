@@ -27,23 +27,6 @@ pub fn workflow_view(r: &WorkflowRecord, with_tasks: bool) -> WorkflowView {
     workflow_view_with(r, with_tasks, true)
 }
 
-/// [`workflow_view`] as JSON (the gate operations embed it in replies
-/// that are not typed yet).
-pub fn workflow_json(r: &WorkflowRecord, with_tasks: bool) -> Value {
-    to_json(&workflow_view(r, with_tasks))
-}
-
-/// [`workflow_view_with`] as JSON.
-pub fn workflow_json_with(r: &WorkflowRecord, with_tasks: bool, with_outputs: bool) -> Value {
-    to_json(&workflow_view_with(r, with_tasks, with_outputs))
-}
-
-fn to_json(v: &WorkflowView) -> Value {
-    // A view holds strings, numbers, maps with string keys and JSON
-    // values: serialising it cannot fail.
-    serde_json::to_value(v).expect("a workflow view serialises")
-}
-
 /// A workflow as the status API shows it; `with_outputs: false` leaves
 /// tasks' `output` and `previous_output` out (and marks the workflow
 /// `outputs_omitted`), as `status` lists do.
