@@ -29,27 +29,70 @@ impl CheckpointStore {
     }
 
     /// Stores `cp` under its id.
-    pub async fn put(&self, cp: &Checkpoint) -> Result<(), String> {
-        let body = serde_json::to_vec(cp).map_err(|e| e.to_string())?;
+    pub async fn put(&self, cp: &Checkpoint) -> Result<(), CheckpointError> {
+        let id = &cp.checkpoint_id;
+        let body = serde_json::to_vec(cp).map_err(|source| CheckpointError::Encode {
+            id: id.clone(),
+            source,
+        })?;
         self.kv
-            .put(&cp.checkpoint_id, Bytes::from(body))
+            .put(id, Bytes::from(body))
             .await
             .map(|_| ())
-            .map_err(|e| format!("checkpoint {}: {e}", cp.checkpoint_id))
+            .map_err(|e| CheckpointError::Store {
+                id: id.clone(),
+                source: e.into(),
+            })
     }
 
     /// One checkpoint.
-    pub async fn get(&self, id: &str) -> Result<Option<Checkpoint>, String> {
-        match self
-            .kv
-            .get(id)
-            .await
-            .map_err(|e| format!("checkpoint {id}: {e}"))?
-        {
-            Some(b) => serde_json::from_slice(&b)
-                .map(Some)
-                .map_err(|e| format!("checkpoint {id} does not parse: {e}")),
+    pub async fn get(&self, id: &str) -> Result<Option<Checkpoint>, CheckpointError> {
+        let entry = self.kv.get(id).await.map_err(|e| CheckpointError::Store {
+            id: id.to_string(),
+            source: e.into(),
+        })?;
+        match entry {
+            Some(b) => {
+                serde_json::from_slice(&b)
+                    .map(Some)
+                    .map_err(|source| CheckpointError::Parse {
+                        id: id.to_string(),
+                        source,
+                    })
+            }
             None => Ok(None),
         }
     }
+}
+
+/// Why a checkpoint could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// The bucket failed.
+    #[error("checkpoint {id}: {source}")]
+    Store {
+        /// The checkpoint's id.
+        id: String,
+        /// The KV error.
+        #[source]
+        source: caucus_shared::error::BoxError,
+    },
+    /// The checkpoint did not serialise.
+    #[error("checkpoint {id}: {source}")]
+    Encode {
+        /// The checkpoint's id.
+        id: String,
+        /// The serde error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The stored checkpoint does not parse.
+    #[error("checkpoint {id} does not parse: {source}")]
+    Parse {
+        /// The checkpoint's id.
+        id: String,
+        /// The serde error.
+        #[source]
+        source: serde_json::Error,
+    },
 }

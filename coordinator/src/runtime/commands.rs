@@ -61,6 +61,12 @@ pub fn parse_status_cursor(c: &str) -> Option<(i64, String)> {
     Some((ms.parse().ok()?, id.to_string()))
 }
 
+/// Why the scheduler refused a submission step: its leader lease ran out
+/// (the API answers `store_failed` with this text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("this coordinator's leader lease ran out; retry: another instance takes over")]
+pub struct LeaseExpired;
+
 /// Requests to the scheduler.
 pub enum Command {
     /// One step of a submission (see `runtime::submissions`): may records
@@ -70,7 +76,7 @@ pub enum Command {
         op: SubmitOp,
         /// The epoch and store for the next records, or why this
         /// coordinator may not take them.
-        reply: oneshot::Sender<Result<SubmitGrant, String>>,
+        reply: oneshot::Sender<Result<SubmitGrant, LeaseExpired>>,
     },
     /// A batch of task events with the messages to ack once persisted.
     Events(Vec<(TaskEvent, jetstream::Message)>),

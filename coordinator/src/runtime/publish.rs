@@ -6,6 +6,7 @@ use async_nats::HeaderMap;
 use serde_json::{Map, Value};
 
 use caucus_shared::envelope::{Envelope, Priority};
+use caucus_shared::error::BoxError;
 use caucus_shared::messages::Alert;
 use caucus_shared::nats::trace;
 
@@ -18,16 +19,31 @@ pub async fn publish(
     subject: String,
     env: &Envelope,
     msg_id: &str,
-) -> Result<(), String> {
+) -> Result<(), PublishError> {
     let mut headers = HeaderMap::new();
     headers.insert("Nats-Msg-Id", msg_id);
     trace::inject(&mut headers);
+    let failed = |e: BoxError| PublishError {
+        subject: subject.clone(),
+        source: e,
+    };
     js.publish_with_headers(subject.clone(), headers, env.to_bytes())
         .await
-        .map_err(|e| format!("publish {subject}: {e}"))?
+        .map_err(|e| failed(e.into()))?
         .await
-        .map_err(|e| format!("publish {subject}: {e}"))?;
+        .map_err(|e| failed(e.into()))?;
     Ok(())
+}
+
+/// A publish JetStream did not confirm.
+#[derive(Debug, thiserror::Error)]
+#[error("publish {subject}: {source}")]
+pub struct PublishError {
+    /// Where it was published.
+    pub subject: String,
+    /// The JetStream error.
+    #[source]
+    pub source: BoxError,
 }
 
 /// An alert envelope: `event_type` plus free fields.

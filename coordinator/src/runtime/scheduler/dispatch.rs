@@ -1,7 +1,7 @@
 //! Dispatching: each pump hands the ready tasks within capacity to
 //! JetStream, then persists and acknowledges.
 
-use async_nats::jetstream::context::PublishAckFuture;
+use async_nats::jetstream::context::{PublishAckFuture, PublishError};
 use async_nats::HeaderMap;
 use chrono::Utc;
 use futures::future::join_all;
@@ -52,7 +52,7 @@ impl Scheduler {
         if !self.may_act() {
             return;
         }
-        let mut acks: Vec<(TaskDispatch, Result<PublishAckFuture, String>)> =
+        let mut acks: Vec<(TaskDispatch, Result<PublishAckFuture, PublishError>)> =
             Vec::with_capacity(dispatches.len());
         for d in dispatches {
             let mut headers = HeaderMap::new();
@@ -62,8 +62,7 @@ impl Scheduler {
             let r = self
                 .js
                 .publish_with_headers(self.subjects.tasks(&d.agent_type), headers, body.into())
-                .await
-                .map_err(|e| e.to_string());
+                .await;
             acks.push((d, r));
         }
         let mut failed = Vec::new();
@@ -73,7 +72,7 @@ impl Scheduler {
                     Ok(_) => Ok(d.task_id),
                     Err(e) => Err((d, e.to_string())),
                 },
-                Err(e) => Err((d, e)),
+                Err(e) => Err((d, e.to_string())),
             }
         });
         let now = self.clock.now();

@@ -5,6 +5,7 @@
 use chrono::Utc;
 
 use super::Scheduler;
+use crate::runtime::commands::LeaseExpired;
 use crate::runtime::store::StoreError;
 use crate::runtime::submissions;
 
@@ -56,12 +57,9 @@ impl Scheduler {
     pub(super) fn submit(
         &mut self,
         op: submissions::SubmitOp,
-    ) -> Result<submissions::SubmitGrant, String> {
+    ) -> Result<submissions::SubmitGrant, LeaseExpired> {
         if !self.may_act() {
-            return Err(
-                "this coordinator's leader lease ran out; retry: another instance takes over"
-                    .into(),
-            );
+            return Err(LeaseExpired);
         }
         if let submissions::SubmitOp::Adopt(records) = op {
             for (rec, rev) in records {
