@@ -25,7 +25,10 @@
 //! (params `tax_rate`, `terminal_growth`). Rating: BUY at upside ≥ 15 %
 //! (`buy_upside`), SELL at ≤ −10 % (`sell_downside`), else HOLD.
 
+use serde::Deserialize;
 use serde_json::{json, Value};
+
+use caucus_shared::outputs::{decode, items, lenient};
 
 use super::context::{Analysis, Ctx};
 use super::dcf::{dcf, DcfError, DcfInputs};
@@ -75,16 +78,33 @@ fn sector_base_rate(ctx: &Ctx<'_>, sector: &str) -> Result<(f64, &'static str), 
     Ok((ctx.param_f64("default_discount_rate", 0.09)?, "default"))
 }
 
+/// The findings an upstream analyst's output lists (any agent's: read
+/// leniently).
+#[derive(Debug, Default, Deserialize)]
+struct UpstreamFindings {
+    /// Its findings; entries of another shape read as empty.
+    #[serde(default, deserialize_with = "items")]
+    findings: Option<Vec<UpstreamFinding>>,
+}
+
+/// The part of an upstream finding valuation reads.
+#[derive(Debug, Default, Deserialize)]
+struct UpstreamFinding {
+    /// Topic key, e.g. `operating_margin`.
+    #[serde(default, deserialize_with = "lenient")]
+    key: Option<String>,
+    /// How sure the analyst is, 0..1.
+    #[serde(default, deserialize_with = "lenient")]
+    confidence: Option<f64>,
+}
+
 /// The confidence of a stage's `operating_margin` finding, if it gave one.
 fn margin_confidence(ctx: &Ctx<'_>, stage: &str) -> Option<f64> {
-    ctx.upstream
-        .get(stage)?
-        .get("findings")?
-        .as_array()?
-        .iter()
-        .find(|f| f.get("key").and_then(Value::as_str) == Some(margin_debate::METRIC))?
-        .get("confidence")?
-        .as_f64()
+    let up: UpstreamFindings = decode(ctx.upstream.get(stage)?).ok()?;
+    up.findings?
+        .into_iter()
+        .find(|f| f.key.as_deref() == Some(margin_debate::METRIC))?
+        .confidence
         .filter(|c| (0.0..=1.0).contains(c))
 }
 
