@@ -2,13 +2,15 @@
 //! a decision package, approve / reject / send back, and review a
 //! provisional decision (confirm / override / re-debate).
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use caucus_shared::api::coordinator::gates::{
     Gate, GateAction, GateDecide, GateDecideRequest, GateRequest, GateReview, GateReviewRequest,
     Gates, GatesRequest,
 };
+use caucus_shared::api::facilitator::{DebateRequest, GetDebate, Side};
 use caucus_shared::api::Operation;
+use caucus_shared::messages::Position;
 
 use super::Client;
 
@@ -192,6 +194,10 @@ pub async fn run(client: &Client, cmd: GateCommand, as_json: bool) -> anyhow::Re
                 Some(v) => Some(own_position(client, &debate_id, metric, &v).await?),
                 None => None,
             };
+            let side = side
+                .map(|s| s.parse::<Side>())
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--side: {e}"))?;
             let req = GateReviewRequest {
                 workflow_id,
                 debate_id,
@@ -221,18 +227,20 @@ async fn own_position(
     debate_id: &str,
     metric: Option<String>,
     v: &str,
-) -> anyhow::Result<Value> {
+) -> anyhow::Result<Position> {
     let parsed = caucus_shared::messages::assumption_value(&json!(v))
         .ok_or_else(|| anyhow::anyhow!("--value {v}: not a number like 0.28 or 28%"))?;
     let metric = match metric {
         Some(m) => m,
         None => debate_metric(client, debate_id).await?,
     };
-    Ok(json!({
-        "statement": format!("{metric} {v} (set at gate review)"),
-        "metric": metric,
-        "value": parsed,
-    }))
+    Ok(Position {
+        statement: format!("{metric} {v} (set at gate review)"),
+        metric: Some(metric),
+        value: Some(json!(parsed)),
+        confidence: None,
+        evidence: Vec::new(),
+    })
 }
 
 async fn decide(
@@ -256,11 +264,14 @@ async fn decide(
         .map(|r| render_decision(&r)))
 }
 
+/// The metric a debate is about, as the facilitator states it by the one
+/// shared rule (`caucus_shared::messages::debate_metric`).
 async fn debate_metric(client: &Client, debate_id: &str) -> anyhow::Result<String> {
     let d = client
-        .call_ok("facilitator", "debate", json!({"debate_id": debate_id}))
+        .op_ok::<GetDebate>(&DebateRequest {
+            debate_id: debate_id.to_string(),
+        })
         .await?;
-    // The facilitator states it by the one shared rule.
-    let metric = d["metric"].as_str().map(str::to_string);
-    metric.ok_or_else(|| anyhow::anyhow!("debate {debate_id} names no metric; pass --metric"))
+    d.metric
+        .ok_or_else(|| anyhow::anyhow!("debate {debate_id} names no metric; pass --metric"))
 }

@@ -1,13 +1,14 @@
 //! `caucus gate` replies as people read them: the list of open gates, the
 //! decision package and a decision.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use caucus_shared::api::coordinator::gates::{
     DecisionPackage, GateAction, GateDecideReply, GatesReply, RerunRecord,
 };
+use caucus_shared::api::facilitator::{BriefScore, ProvisionalReply};
 
-use super::super::render::{duration, num, table, text, when, Align::Left, Align::Right};
+use super::super::render::{duration, num, table, when, Align::Left, Align::Right};
 
 /// A `coordinator.gates` reply as a table, oldest first, columns as wide as
 /// their widest cell.
@@ -123,47 +124,24 @@ pub fn render_decision_package(p: &DecisionPackage) -> String {
     for d in &p.open_debates {
         out.push_str(&format!(
             "  {}  {}  level {} {}  {} vs {}\n",
-            text(&d["debate_id"]),
-            text(&d["topic"]),
-            text(&d["level"]),
-            text(&d["state"]),
-            text(&d["challenger"]),
-            text(&d["challenged"]),
+            d.debate_id,
+            d.topic,
+            d.level,
+            d.state.as_str(),
+            d.challenger,
+            d.challenged,
         ));
     }
-    let prov = &p.provisional;
-    out.push_str(&format!("\n{}\n", text(&prov["message"])));
-    for d in prov["decisions"].as_array().cloned().unwrap_or_default() {
-        out.push_str(&format!(
-            "  {}  {}\n    applied (conservative): {}\n    rule: {}  rationale: {}\n    review by: {}  downstream: {}\n",
-            text(&d["debate_id"]),
-            text(&d["topic"]),
-            text(&d["conservative_position"]["statement"]),
-            text(&d["rule"]),
-            text(&d["rationale"]),
-            when(&d["override_window_deadline"]),
-            text(&d["downstream_dependencies"]),
-        ));
-        for (side, pos) in d["positions"].as_object().into_iter().flatten() {
-            out.push_str(&format!(
-                "    {side}: {} (credibility {})\n",
-                text(&pos["statement"]),
-                credibility(&d["credibility"][side]),
-            ));
-        }
-    }
+    out.push_str(&provisional(&p.provisional));
     if !p.precedents.is_empty() {
         out.push_str(&format!("\nPrecedents ({}):\n", p.precedents.len()));
         for x in &p.precedents {
             out.push_str(&format!(
-                "  {}  {}  → {}{}\n",
-                text(&x["debate_id"]),
-                text(&x["topic"]),
-                text(&x["outcome"]),
-                match x["similarity"].as_f64() {
-                    Some(sim) => format!("  (similarity {})", num(sim)),
-                    None => String::new(),
-                },
+                "  {}  {}  → {}  (similarity {})\n",
+                x.debate_id,
+                x.topic,
+                x.outcome,
+                num(x.similarity),
             ));
         }
     }
@@ -186,23 +164,53 @@ pub fn render_decision_package(p: &DecisionPackage) -> String {
     out
 }
 
-/// A credibility entry `{score, ci, data_points}` as `0.91 ± 0.05 (12
-/// data points)`; `-` when there is none.
-fn credibility(c: &Value) -> String {
-    let Some(score) = c["score"].as_f64() else {
-        return "-".into();
-    };
-    let mut out = num(score);
-    if let Some(ci) = c["ci"].as_f64() {
-        out.push_str(&format!(" ± {}", num(ci)));
-    }
-    if let Some(n) = c["data_points"].as_u64() {
+/// The provisional decisions awaiting review, each with the positions
+/// and their credibility.
+fn provisional(p: &ProvisionalReply) -> String {
+    let dash = || "-".to_string();
+    let mut out = format!("\n{}\n", p.message);
+    for d in &p.decisions {
         out.push_str(&format!(
-            " ({n} data point{})",
-            if n == 1 { "" } else { "s" }
+            "  {}  {}\n    applied (conservative): {}\n    rule: {}  rationale: {}\n    review by: {}  downstream: {}\n",
+            d.debate_id,
+            d.topic,
+            d.conservative_position.as_ref().map_or_else(dash, |p| p.statement.clone()),
+            d.rule.clone().unwrap_or_else(dash),
+            d.rationale.clone().unwrap_or_else(dash),
+            // `render::when` formats the deadline (or `-`) as every timestamp.
+            when(&json!(d.override_window_deadline)),
+            names(&d.downstream_dependencies).unwrap_or_else(dash),
         ));
+        for (side, pos) in &d.positions {
+            let score = d
+                .credibility
+                .as_ref()
+                .and_then(|c| c.get(side))
+                .copied()
+                .flatten();
+            out.push_str(&format!(
+                "    {side}: {} (credibility {})\n",
+                pos.as_ref().map_or_else(dash, |p| p.statement.clone()),
+                credibility(score),
+            ));
+        }
     }
     out
+}
+
+/// A credibility entry as `0.91 ± 0.05 (12 data points)`; `-` when there
+/// is none.
+fn credibility(c: Option<BriefScore>) -> String {
+    let Some(c) = c else {
+        return "-".into();
+    };
+    let n = c.data_points;
+    format!(
+        "{} ± {} ({n} data point{})",
+        num(c.score),
+        num(c.ci),
+        if n == 1 { "" } else { "s" }
+    )
 }
 
 /// `"why"`, quoted, after a colon; nothing without a rationale.
@@ -273,7 +281,6 @@ pub fn render_decision(r: &GateDecideReply) -> String {
 #[cfg(test)]
 mod tests {
     use serde::de::DeserializeOwned;
-    use serde_json::json;
 
     use super::*;
 
@@ -387,7 +394,9 @@ mod tests {
             "open_debates": [],
             "provisional": provisional,
             "precedents": [{"debate_id": "D-0", "topic": "margin", "outcome": "22%",
-                            "similarity": 0.66666}],
+                            "similarity": 0.66666, "matched": [], "level": 2,
+                            "method": "credibility", "overridden": false,
+                            "resolved_at": "2026-11-20T12:00:00Z"}],
             "resolved_assumptions": {},
             "reruns": reruns,
             "can_approve": false, "blocking": ["1 provisional decision requires review"],

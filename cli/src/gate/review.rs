@@ -1,22 +1,35 @@
 //! A `coordinator.gate_review` reply as people read it.
 
-use serde_json::Value;
-
 use caucus_shared::api::coordinator::gates::GateReviewReply;
+use caucus_shared::api::facilitator::{ImpactReport, ResolutionRecord};
+use caucus_shared::messages::{Position, ResolutionMethod};
 
 use super::super::render::{num, table, text, Align::Left};
 use super::render::names;
 
-/// A position as `statement (metric = value)`.
-fn position(p: &Value) -> String {
-    if p.is_null() {
+/// A position as `statement (metric = value)`; `-` when there is none.
+fn position(p: Option<&Position>) -> String {
+    let Some(p) = p else {
         return "-".into();
-    }
-    let mut out = text(&p["statement"]);
-    if let (Some(m), false) = (p["metric"].as_str(), p["value"].is_null()) {
-        out.push_str(&format!(" ({m} = {})", text(&p["value"])));
+    };
+    let mut out = p.statement.clone();
+    if let (Some(m), Some(v)) = (&p.metric, p.value.as_ref().filter(|v| !v.is_null())) {
+        out.push_str(&format!(" ({m} = {})", text(v)));
     }
     out
+}
+
+/// A resolution method as the API spells it (`gate_confirm`, …).
+fn method_name(m: ResolutionMethod) -> String {
+    serde_json::to_value(m)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// An optional estimate for people; `-` when absent.
+fn opt_num(x: Option<f64>) -> String {
+    x.map(num).unwrap_or_else(|| "-".into())
 }
 
 /// A `coordinator.gate_review` reply as a person reads it: the action, the
@@ -24,95 +37,36 @@ fn position(p: &Value) -> String {
 /// which analyses change, old → new estimates, and what re-runs.
 pub fn render_review(r: &GateReviewReply) -> String {
     let f = &r.facilitator;
-    let d = &f["debate"];
-    let res = &f["resolution"];
-    let who = match res["decided_by"].as_str() {
+    let res: Option<&ResolutionRecord> = f.resolution.as_ref();
+    let who = match res.and_then(|r| r.decided_by.as_deref()) {
         Some(w) => format!(" by {w}"),
         None => String::new(),
     };
-    let id = text(&d["debate_id"]);
-    let topic = text(&d["topic"]);
-    let mut out = match res["method"].as_str().unwrap_or("") {
-        "gate_confirm" => format!(
-            "confirmed the provisional decision of debate {id} ({topic}){who}\n  stands: {}\n",
-            position(&res["final_position"])
+    let id = &f.debate.debate_id;
+    let topic = &f.debate.topic;
+    let now = position(res.and_then(|r| r.final_position.as_ref()));
+    let mut out = match res.map(|r| r.method) {
+        Some(ResolutionMethod::GateConfirm) => format!(
+            "confirmed the provisional decision of debate {id} ({topic}){who}\n  stands: {now}\n"
         ),
-        "gate_override" => format!(
-            "overrode the provisional decision of debate {id} ({topic}){who}\n  now: {}\n",
-            position(&res["final_position"])
+        Some(ResolutionMethod::GateOverride) => format!(
+            "overrode the provisional decision of debate {id} ({topic}){who}\n  now: {now}\n"
         ),
-        "gate_redebate" => format!("sent debate {id} ({topic}) back to debate{who}\n"),
+        Some(ResolutionMethod::GateRedebate) => {
+            format!("sent debate {id} ({topic}) back to debate{who}\n")
+        }
         other => format!(
-            "debate {id} ({topic}): {}{who}\n  now: {}\n",
-            if other.is_empty() { "reviewed" } else { other },
-            position(&res["final_position"])
+            "debate {id} ({topic}): {}{who}\n  now: {now}\n",
+            other.map_or_else(|| "reviewed".into(), method_name)
         ),
     };
-    if let Some(why) = res["rationale"].as_str().filter(|s| !s.is_empty()) {
+    if let Some(why) = res.map(|r| r.rationale.as_str()).filter(|s| !s.is_empty()) {
         out.push_str(&format!("  rationale: {why}\n"));
     }
-    if let Some(rep) = f["impact"]["report"].as_object() {
-        let ch = &rep["changed_assumption"];
-        if !ch.is_null() {
-            out.push_str(&format!(
-                "  {}: {} → {}\n",
-                text(&ch["metric"]),
-                text(&ch["old_value"]),
-                text(&ch["new_value"]),
-            ));
-        }
-        let impacts = rep["impacts"].as_array().cloned().unwrap_or_default();
-        out.push_str(&format!(
-            "impact: {} analys{} affected, {} must re-run{}\n",
-            text(&rep["affected_count"]),
-            if rep["affected_count"] == 1 {
-                "is"
-            } else {
-                "es"
-            },
-            text(&rep["high_impact_count"]),
-            match rep["total_rerun_minutes"].as_f64() {
-                Some(m) if m > 0.0 => format!(" (about {} min)", num(m)),
-                _ => String::new(),
-            }
-        ));
-        let rows: Vec<Vec<String>> = impacts
-            .iter()
-            .map(|i| {
-                vec![
-                    text(&i["analysis_id"]),
-                    text(&i["output_metric"]),
-                    format!(
-                        "{} → {}",
-                        text(&i["old_value"]),
-                        text(&i["estimated_new_value"])
-                    ),
-                    if i["requires_rerun"].as_bool() == Some(true) {
-                        "re-run".into()
-                    } else {
-                        "update".into()
-                    },
-                    text(&i["action"]),
-                ]
-            })
-            .collect();
-        if !rows.is_empty() {
-            let t = table(
-                &[
-                    ("analysis", Left),
-                    ("metric", Left),
-                    ("old → new (est.)", Left),
-                    ("", Left),
-                    ("action", Left),
-                ],
-                &rows,
-            );
-            for l in t.lines() {
-                out.push_str(&format!("  {l}\n"));
-            }
-        }
+    if let Some(rep) = f.impact.as_ref().map(|i| &i.report) {
+        out.push_str(&impact(rep));
     }
-    if let Some(id) = f["redebate_id"].as_str() {
+    if let Some(id) = &f.redebate_id {
         out.push_str(&format!("re-debate opened: {id} (caucus debate {id})\n"));
     }
     if let Some(rr) = &r.rerun {
@@ -127,9 +81,65 @@ pub fn render_review(r: &GateReviewReply) -> String {
     out
 }
 
+/// An override's impact report: the changed assumption, how many analyses
+/// it affects and each one's old → new estimate.
+fn impact(rep: &ImpactReport) -> String {
+    let ch = &rep.changed_assumption;
+    let mut out = format!(
+        "  {}: {} → {}\n",
+        ch.metric,
+        num(ch.old_value),
+        num(ch.new_value)
+    );
+    out.push_str(&format!(
+        "impact: {} analys{} affected, {} must re-run{}\n",
+        rep.affected_count,
+        if rep.affected_count == 1 { "is" } else { "es" },
+        rep.high_impact_count,
+        if rep.total_rerun_minutes > 0.0 {
+            format!(" (about {} min)", num(rep.total_rerun_minutes))
+        } else {
+            String::new()
+        }
+    ));
+    let rows: Vec<Vec<String>> = rep
+        .impacts
+        .iter()
+        .map(|i| {
+            vec![
+                i.analysis_id.clone(),
+                i.output_metric.clone(),
+                format!(
+                    "{} → {}",
+                    opt_num(i.old_value),
+                    opt_num(i.estimated_new_value)
+                ),
+                if i.requires_rerun { "re-run" } else { "update" }.into(),
+                i.action.clone(),
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        let t = table(
+            &[
+                ("analysis", Left),
+                ("metric", Left),
+                ("old → new (est.)", Left),
+                ("", Left),
+                ("action", Left),
+            ],
+            &rows,
+        );
+        for l in t.lines() {
+            out.push_str(&format!("  {l}\n"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     use super::*;
 
@@ -137,17 +147,34 @@ mod tests {
         serde_json::from_value(v).expect("a gate_review reply")
     }
 
+    /// The summary of debate `id` on `topic`.
+    fn debate(id: &str, topic: &str) -> Value {
+        json!({"debate_id": id, "challenge_id": "c", "topic": topic, "challenger": "a",
+               "challenged": "b", "priority": "supporting", "level": 5, "state": "resolved",
+               "snapshot_id": "s", "provisional": false, "opened_at": "2026-11-25T12:00:00Z"})
+    }
+
+    /// A level-5 resolution by `method`, its fields merged with `more`.
+    fn resolution(method: &str, more: Value) -> Value {
+        let mut r = json!({"debate_id": "D", "level": 5, "method": method, "label": "l",
+            "binding": true, "provisional": false, "evidence_considered": [],
+            "rationale": "", "confidence": 1.0, "impact": "", "override_window": {"status": "closed"},
+            "snapshot_id": "s", "resolved_at": "2026-11-25T12:00:00Z"});
+        for (k, v) in more.as_object().expect("an object") {
+            r[k] = v.clone();
+        }
+        r
+    }
+
     #[test]
     fn an_override_shows_its_impact_rounded() {
         let r = json!({
             "facilitator": {
-                "debate": {"debate_id": "D-1", "topic": "operating margin 25%"},
-                "resolution": {
-                    "method": "gate_override", "level": 5, "decided_by": "alice",
+                "debate": debate("D-1", "operating margin 25%"),
+                "resolution": resolution("gate_override", json!({"decided_by": "alice",
                     "rationale": "guidance raised",
                     "final_position": {"statement": "operating_margin 28% (set at gate review)",
-                                       "metric": "operating_margin", "value": 0.28},
-                },
+                                       "metric": "operating_margin", "value": 0.28}})),
                 "impact": {
                     "report": {
                         "changed_assumption": {"metric": "operating_margin",
@@ -155,15 +182,19 @@ mod tests {
                         "affected_count": 2, "high_impact_count": 1,
                         "total_rerun_minutes": 12.333333,
                         "impacts": [
-                            {"analysis_id": "AAPL/valuation", "output_metric": "target_price",
-                             "old_value": 185.0, "estimated_new_value": 199.8000001,
-                             "requires_rerun": true, "action": "re-run"},
-                            {"analysis_id": "AAPL/report", "output_metric": "confidence_score",
-                             "old_value": 0.7, "estimated_new_value": 0.71666666,
-                             "requires_rerun": false, "action": "update figures"},
+                            {"analysis_id": "AAPL/valuation", "kind": "valuation",
+                             "output_metric": "target_price",
+                             "old_value": 185.0, "estimated_new_value": 199.8000001, "delta": 0.08,
+                             "requires_rerun": true, "rerun_minutes": 10.0, "action": "re-run"},
+                            {"analysis_id": "AAPL/report", "kind": "other",
+                             "output_metric": "confidence_score",
+                             "old_value": 0.7, "estimated_new_value": 0.71666666, "delta": 0.02,
+                             "requires_rerun": false, "rerun_minutes": 2.33, "action": "update figures"},
                         ],
                     },
-                    "plan": {},
+                    "plan": {"required_reruns": [], "optional_updates": [],
+                             "execution_strategy": "serial", "estimated_minutes": 12.3,
+                             "blocking": true},
                 },
                 "redebate_id": null,
             },
@@ -209,17 +240,17 @@ mod tests {
     #[test]
     fn confirm_and_redebate() {
         let confirm = json!({"facilitator": {
-            "debate": {"debate_id": "D-2", "topic": "t"},
-            "resolution": {"method": "gate_confirm", "decided_by": "bob",
-                           "final_position": {"statement": "margin 25%"}},
+            "debate": debate("D-2", "t"),
+            "resolution": resolution("gate_confirm", json!({"decided_by": "bob",
+                           "final_position": {"statement": "margin 25%"}})),
             "impact": null, "redebate_id": null}});
         assert_eq!(
             render_review(&decode(confirm)),
             "confirmed the provisional decision of debate D-2 (t) by bob\n  stands: margin 25%\n"
         );
         let redebate = json!({"facilitator": {
-            "debate": {"debate_id": "D-3", "topic": "t"},
-            "resolution": {"method": "gate_redebate", "decided_by": "bob"},
+            "debate": debate("D-3", "t"),
+            "resolution": resolution("gate_redebate", json!({"decided_by": "bob"})),
             "impact": null, "redebate_id": "D-3-r1"}});
         assert_eq!(
             render_review(&decode(redebate)),

@@ -3,10 +3,9 @@
 //! records of the impact report's estimates, and the API's view of the
 //! workflow's gate decisions and re-runs.
 
-use serde_json::Value;
-
 use caucus_shared::api::coordinator::gates as api;
 use caucus_shared::api::coordinator::gates::PackageFinding;
+use caucus_shared::api::facilitator::OverrideImpact;
 
 use crate::workflow::{GateAction, GateDecision, RerunEstimate, RerunRecord};
 
@@ -95,27 +94,23 @@ pub fn push_finding(out: &mut Vec<PackageFinding>, f: PackageFinding) {
 
 /// The impact report's estimates of the tasks a gate override re-runs
 /// (`groups`), for the re-run record, which adds the actual results.
-pub fn rerun_estimates(impact: &Value, groups: &[Vec<String>]) -> Vec<RerunEstimate> {
-    let Some(impacts) = impact["report"]["impacts"].as_array() else {
-        return Vec::new();
-    };
-    impacts
+pub fn rerun_estimates(impact: &OverrideImpact, groups: &[Vec<String>]) -> Vec<RerunEstimate> {
+    impact
+        .report
+        .impacts
         .iter()
+        .filter(|i| groups.iter().flatten().any(|k| *k == i.analysis_id))
         .filter_map(|i| {
-            let task = i["analysis_id"].as_str()?;
-            if !groups.iter().flatten().any(|k| k == task) {
-                return None;
-            }
             Some(RerunEstimate {
-                task: task.to_string(),
-                output_metric: i["output_metric"].as_str().unwrap_or("result").to_string(),
-                before: i["old_value"].as_f64(),
-                estimate: i["estimated_new_value"].as_f64()?,
+                task: i.analysis_id.clone(),
+                output_metric: i.output_metric.clone(),
+                before: i.old_value,
+                estimate: i.estimated_new_value?,
                 // The facilitator's only method before it named it.
-                estimate_method: i["estimate_method"]
-                    .as_str()
-                    .unwrap_or("linear sensitivity")
-                    .to_string(),
+                estimate_method: i
+                    .estimate_method
+                    .clone()
+                    .unwrap_or_else(|| "linear sensitivity".into()),
                 actual: None,
                 error: None,
             })
@@ -125,7 +120,7 @@ pub fn rerun_estimates(impact: &Value, groups: &[Vec<String>]) -> Vec<RerunEstim
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     use super::*;
 
@@ -177,19 +172,31 @@ mod tests {
 
     #[test]
     fn an_override_records_the_estimates_of_the_tasks_it_reruns() {
-        let impact = json!({"report": {"impacts": [
-            {"analysis_id": "valuation", "output_metric": "target_price", "old_value": 45.41,
-             "estimated_new_value": 160.28, "estimate_method": "linear sensitivity"},
-            {"analysis_id": "risk", "output_metric": "risk_score", "old_value": 0.4,
-             "estimated_new_value": 0.38, "estimate_method": "linear sensitivity"},
-            {"analysis_id": "peers", "output_metric": "context"},
-        ]}});
+        let row = |id: &str, metric: &str, old: Option<f64>, new: Option<f64>| {
+            json!({"analysis_id": id, "kind": "other", "output_metric": metric,
+                   "old_value": old, "estimated_new_value": new,
+                   "estimate_method": new.map(|_| "linear sensitivity"),
+                   "delta": 0.1, "requires_rerun": true, "rerun_minutes": 1.0, "action": "re-run"})
+        };
+        let impact: OverrideImpact = serde_json::from_value(json!({
+            "report": {
+                "changed_assumption": {"metric": "m", "old_value": 0.25, "new_value": 0.28},
+                "affected_count": 3, "high_impact_count": 1, "total_rerun_minutes": 3.0,
+                "impacts": [
+                    row("valuation", "target_price", Some(45.41), Some(160.28)),
+                    row("risk", "risk_score", Some(0.4), Some(0.38)),
+                    row("peers", "context", None, None),
+                ],
+            },
+            "plan": {"required_reruns": [], "optional_updates": [],
+                     "execution_strategy": "serial", "estimated_minutes": 0.0, "blocking": false},
+        }))
+        .expect("an override impact");
         let got = rerun_estimates(&impact, &[vec!["valuation".into()], vec!["peers".into()]]);
         assert_eq!(got.len(), 1, "risk is not re-run; peers has no estimate");
         assert_eq!(got[0].task, "valuation");
         assert_eq!(got[0].before, Some(45.41));
         assert_eq!(got[0].estimate, 160.28);
         assert_eq!(got[0].estimate_method, "linear sensitivity");
-        assert!(rerun_estimates(&json!(null), &[vec!["valuation".into()]]).is_empty());
     }
 }

@@ -16,12 +16,12 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, AckKind};
 use async_nats::Client;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use caucus_shared::api::facilitator::{DebateRequest, GetDebate};
+use caucus_shared::api::{ApiClient, CODE_NOT_FOUND, CODE_NO_RESPONDERS};
 use caucus_shared::envelope::{DecodeError, Envelope, MessageType};
 use caucus_shared::messages::DebateResolution;
-use caucus_shared::nats::api::{api_request, CODE_NO_RESPONDERS};
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
 use caucus_shared::subjects::{StreamKind, Subjects};
 
@@ -119,18 +119,15 @@ async fn apply(
     scheduler: &SchedulerHandle,
     s: Settled,
 ) -> Handled {
-    let debate = match api_request(
-        client,
-        subjects,
-        "facilitator",
-        "debate",
-        &json!({"debate_id": s.debate_id}),
-        timeout,
-    )
-    .await
+    let request = DebateRequest {
+        debate_id: s.debate_id.clone(),
+    };
+    let debate = match ApiClient::new(client.clone(), subjects.clone(), timeout)
+        .call::<GetDebate>(&request)
+        .await
     {
-        Ok(d) => d,
-        Err(e) if e.code == "not_found" => return Handled::Done,
+        Ok(d) => d.debate,
+        Err(e) if e.code == CODE_NOT_FOUND => return Handled::Done,
         Err(e) => {
             if e.code != CODE_NO_RESPONDERS {
                 tracing::warn!(debate_id = %s.debate_id, error = %e, "cannot read the debate; will retry");
@@ -138,7 +135,7 @@ async fn apply(
             return Handled::Retry;
         }
     };
-    let Some(wf) = debate["challenge"]["workflow_id"].as_str() else {
+    let Some(wf) = debate.challenge.workflow_id.as_deref() else {
         return Handled::Done;
     };
     let op = GateOp::Settle {
@@ -156,7 +153,7 @@ async fn apply(
             Handled::Done
         }
         // Not this coordinator's workflow, or already finished for good.
-        Err(e) if e.code == "not_found" || e.code == "workflow_finished" => Handled::Done,
+        Err(e) if e.code == CODE_NOT_FOUND || e.code == "workflow_finished" => Handled::Done,
         Err(e) => {
             tracing::warn!(workflow_id = wf, error = %e, "resolution not applied; will retry");
             Handled::Retry
@@ -217,7 +214,7 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::Value;
+    use serde_json::{json, Value};
 
     fn event(provisional: bool, value: Value) -> Vec<u8> {
         json!({"message_type": "debate_resolution", "from_agent": "facilitator",

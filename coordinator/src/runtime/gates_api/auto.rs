@@ -4,8 +4,7 @@
 use std::time::Duration;
 
 use async_nats::Client;
-use serde_json::{json, Value};
-
+use caucus_shared::api::facilitator::{DebateState, DebateSummary, Debates, DebatesRequest};
 use caucus_shared::nats::api::CODE_NO_RESPONDERS;
 use caucus_shared::subjects::Subjects;
 
@@ -23,10 +22,13 @@ const UNOPENED_DEBATE_WAIT: Duration = Duration::from_secs(30);
 /// Debate states still moving on their own (levels 1 and 2): they end
 /// resolved, with an expert, or provisional within the facilitator's
 /// time-outs.
-fn in_motion(state: &str) -> bool {
+fn in_motion(state: DebateState) -> bool {
     matches!(
         state,
-        "awaiting_ack" | "awaiting_evidence" | "awaiting_verdict" | "mediating"
+        DebateState::AwaitingAck
+            | DebateState::AwaitingEvidence
+            | DebateState::AwaitingVerdict
+            | DebateState::Mediating
     )
 }
 
@@ -34,17 +36,21 @@ fn in_motion(state: &str) -> bool {
 /// facilitator's debates of the workflow) that are still in motion: listed
 /// at level 1 or 2, or named and not listed yet while the gate has been
 /// open less than [`UNOPENED_DEBATE_WAIT`].
-fn debates_in_motion(named: &[String], listed: &[Value], open_for: Duration) -> Vec<String> {
+fn debates_in_motion(
+    named: &[String],
+    listed: &[DebateSummary],
+    open_for: Duration,
+) -> Vec<String> {
     let mut out: Vec<String> = listed
         .iter()
-        .filter(|d| d["state"].as_str().is_some_and(in_motion))
-        .filter_map(|d| d["debate_id"].as_str().map(String::from))
+        .filter(|d| in_motion(d.state))
+        .map(|d| d.debate_id.clone())
         .collect();
     if open_for < UNOPENED_DEBATE_WAIT {
         out.extend(
             named
                 .iter()
-                .filter(|id| !listed.iter().any(|d| d["debate_id"] == id.as_str()))
+                .filter(|id| !listed.iter().any(|d| &d.debate_id == *id))
                 .cloned(),
         );
     }
@@ -75,13 +81,13 @@ pub async fn auto_decide(
         subjects,
         timeout,
     };
-    match api
-        .facilitator("debates", &json!({ "workflow_id": workflow_id }))
-        .await
-    {
-        Ok(v) => {
-            let listed = v["debates"].as_array().cloned().unwrap_or_default();
-            let moving = debates_in_motion(&named, &listed, open_for);
+    let listing = DebatesRequest {
+        workflow_id: Some(workflow_id.clone()),
+        ..Default::default()
+    };
+    match api.facilitator::<Debates>(&listing).await {
+        Ok(r) => {
+            let moving = debates_in_motion(&named, &r.debates, open_for);
             if !moving.is_empty() {
                 tracing::debug!(workflow_id, gate, debates = ?moving, "automatic approval waits for debates in motion");
                 return;
@@ -95,11 +101,11 @@ pub async fn auto_decide(
     }
     let rationale = match api.provisional(&workflow_id).await {
         Ok(None) => "auto_approve_gates: no facilitator running, nothing to review".to_string(),
-        Ok(Some(p)) if p["count"].as_u64().unwrap_or(0) == 0 => {
+        Ok(Some(p)) if p.count == 0 => {
             "auto_approve_gates: no provisional decision to review".to_string()
         }
         Ok(Some(p)) => {
-            tracing::info!(workflow_id, gate, message = %p["message"], "automatic approval waits for a person's review");
+            tracing::info!(workflow_id, gate, message = %p.message, "automatic approval waits for a person's review");
             return;
         }
         Err(e) => {
@@ -124,18 +130,35 @@ pub async fn auto_decide(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    fn listed(debates: &[(&str, &str)]) -> Vec<DebateSummary> {
+        debates
+            .iter()
+            .map(|(id, state)| {
+                serde_json::from_value(json!({
+                    "debate_id": id, "challenge_id": "c", "topic": "t",
+                    "challenger": "a", "challenged": "b", "priority": "supporting",
+                    "level": 1, "state": state, "snapshot_id": "s",
+                    "provisional": false, "opened_at": "2026-11-25T12:00:00Z",
+                }))
+                .expect("a debate summary")
+            })
+            .collect()
+    }
 
     #[test]
     fn debates_at_levels_one_and_two_hold_automatic_approval() {
-        let listed = vec![
-            json!({"debate_id": "a", "state": "awaiting_evidence"}),
-            json!({"debate_id": "b", "state": "mediating"}),
-            json!({"debate_id": "c", "state": "awaiting_human"}),
-            json!({"debate_id": "d", "state": "provisional"}),
-            json!({"debate_id": "e", "state": "resolved"}),
-        ];
-        let got = debates_in_motion(&[], &listed, Duration::ZERO);
+        let all = listed(&[
+            ("a", "awaiting_evidence"),
+            ("b", "mediating"),
+            ("c", "awaiting_human"),
+            ("d", "provisional"),
+            ("e", "resolved"),
+        ]);
+        let got = debates_in_motion(&[], &all, Duration::ZERO);
         assert_eq!(got, ["a", "b"]);
     }
 
@@ -147,7 +170,7 @@ mod tests {
             ["margin-wf"]
         );
         assert!(debates_in_motion(&named, &[], UNOPENED_DEBATE_WAIT).is_empty());
-        let settled = vec![json!({"debate_id": "margin-wf", "state": "awaiting_human"})];
+        let settled = listed(&[("margin-wf", "awaiting_human")]);
         assert!(debates_in_motion(&named, &settled, Duration::ZERO).is_empty());
     }
 }

@@ -53,16 +53,13 @@ impl GateApi {
                         "cannot check this workflow's provisional decisions: no facilitator is running; start one and retry",
                     ))
                 }
-                Some(p) if p["count"].as_u64().unwrap_or(0) > 0 => {
-                    let ids: Vec<&str> = p["decisions"]
-                        .as_array()
-                        .map(|a| a.iter().filter_map(|d| d["debate_id"].as_str()).collect())
-                        .unwrap_or_default();
+                Some(p) if p.count > 0 => {
+                    let ids: Vec<&str> = p.decisions.iter().map(|d| d.debate_id.as_str()).collect();
                     return Err(ApiError::new(
                         "provisional_unreviewed",
                         format!(
                             "{}: {} — confirm, override or re-debate each (coordinator.gate_review) before approving",
-                            p["message"].as_str().unwrap_or("provisional decisions require review"),
+                            p.message,
                             ids.join(", ")
                         ),
                     ));

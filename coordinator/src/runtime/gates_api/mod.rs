@@ -10,12 +10,13 @@ use std::time::Duration;
 
 use async_nats::Client;
 use serde::de::DeserializeOwned;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use caucus_shared::api::coordinator::gates::{Gate, GateDecide, GateReview, Gates, Rerun};
-use caucus_shared::api::Operation;
+use caucus_shared::api::facilitator::{Provisional, ProvisionalReply, ProvisionalRequest};
+use caucus_shared::api::{ApiClient, Operation};
 use caucus_shared::health::Health;
-use caucus_shared::nats::api::{api_request, ApiError, CODE_NO_RESPONDERS};
+use caucus_shared::nats::api::{ApiError, CODE_NO_RESPONDERS};
 use caucus_shared::service::Service;
 use caucus_shared::subjects::Subjects;
 
@@ -58,16 +59,11 @@ pub async fn call_as<T: DeserializeOwned>(
 }
 
 impl GateApi {
-    async fn facilitator(&self, op: &str, body: &Value) -> Result<Value, ApiError> {
-        api_request(
-            &self.client,
-            &self.subjects,
-            "facilitator",
-            op,
-            body,
-            self.timeout,
-        )
-        .await
+    /// Calls the facilitator's operation `O`.
+    async fn facilitator<O: Operation>(&self, request: &O::Request) -> Result<O::Reply, ApiError> {
+        ApiClient::new(self.client.clone(), self.subjects.clone(), self.timeout)
+            .call::<O>(request)
+            .await
     }
 
     /// The workflow's record, as the scheduler holds it.
@@ -84,11 +80,12 @@ impl GateApi {
 
     /// Provisional decisions of a workflow still awaiting review, from the
     /// facilitator. `Ok(None)` when no facilitator runs.
-    async fn provisional(&self, workflow_id: &str) -> Result<Option<Value>, ApiError> {
-        match self
-            .facilitator("provisional", &json!({ "workflow_id": workflow_id }))
-            .await
-        {
+    async fn provisional(&self, workflow_id: &str) -> Result<Option<ProvisionalReply>, ApiError> {
+        let request = ProvisionalRequest {
+            workflow_id: Some(workflow_id.to_string()),
+            item: None,
+        };
+        match self.facilitator::<Provisional>(&request).await {
             Ok(v) => Ok(Some(v)),
             Err(e) if e.code == CODE_NO_RESPONDERS => Ok(None),
             Err(e) => Err(e),

@@ -3,12 +3,12 @@
 //! decisions and their precedents, its re-runs, and what blocks approval.
 
 use futures::StreamExt;
-use serde_json::{json, Value};
 
-use caucus_shared::api::coordinator::status::TaskState;
 use caucus_shared::api::coordinator::gates::{
     DecisionPackage, GateAction, GateRequest, PackageFinding, PackageTask,
 };
+use caucus_shared::api::coordinator::status::TaskState;
+use caucus_shared::api::facilitator::{Debates, DebatesRequest, ProvisionalReply};
 use caucus_shared::envelope::Envelope;
 use caucus_shared::messages::Finding;
 use caucus_shared::nats::api::ApiError;
@@ -48,39 +48,40 @@ impl GateApi {
         let gate = rec
             .pick_open_gate(r.gate.as_deref())
             .map_err(|e| ApiError::new(e.code(), e.to_string()))?;
-        let wf = json!({ "workflow_id": rec.workflow_id });
+        let listing = DebatesRequest {
+            workflow_id: Some(rec.workflow_id.clone()),
+            ..Default::default()
+        };
         let (debates, provisional, findings) = tokio::join!(
-            self.facilitator("debates", &wf),
+            self.facilitator::<Debates>(&listing),
             self.provisional(&rec.workflow_id),
             self.findings(&rec),
         );
         let (debates, facilitator_note) = match debates {
-            Ok(v) => (v["debates"].as_array().cloned().unwrap_or_default(), None),
+            Ok(r) => (r.debates, None),
             Err(e) => (Vec::new(), Some(e.message)),
         };
-        let open: Vec<Value> = debates
+        let precedents = debates
             .iter()
-            .filter(|d| d["resolution"].is_null())
-            .cloned()
+            .flat_map(|d| d.precedents.iter().cloned())
             .collect();
-        let provisional = provisional.unwrap_or(None).unwrap_or_else(|| {
-            json!({"count": 0, "message": "0 provisional decisions require review", "decisions": []})
-        });
-        let mut precedents = Vec::new();
-        for d in &debates {
-            if let Some(p) = d.get("precedents").and_then(Value::as_array) {
-                precedents.extend(p.iter().cloned());
-            }
-        }
+        let open = debates
+            .into_iter()
+            .filter(|d| d.resolution.is_none())
+            .collect();
+        let provisional = provisional
+            .unwrap_or(None)
+            .unwrap_or_else(|| ProvisionalReply {
+                count: 0,
+                message: "0 provisional decisions require review".into(),
+                decisions: Vec::new(),
+            });
         let pending = rec.pending_upstream(&gate);
-        let n_prov = provisional["count"].as_u64().unwrap_or(0);
         let mut blocking = Vec::new();
-        if n_prov > 0 {
+        if provisional.count > 0 {
             blocking.push(format!(
                 "{} — each must be confirmed, overridden or re-debated (coordinator.gate_review)",
-                provisional["message"]
-                    .as_str()
-                    .unwrap_or("provisional decisions")
+                provisional.message
             ));
         }
         if !pending.is_empty() {

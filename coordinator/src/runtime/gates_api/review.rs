@@ -4,9 +4,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::{json, Value};
+use serde::Deserialize;
+use serde_json::Value;
 
+use caucus_shared::api::client::decode_request;
 use caucus_shared::api::coordinator::gates::{GateReviewReply, GateReviewRequest};
+use caucus_shared::api::facilitator::{
+    self, Analysis, AnalysisKind, DebateRecord, DebateRequest, GetDebate, RerunPlan, Strategy,
+};
 use caucus_shared::messages::assumption_value;
 use caucus_shared::nats::api::ApiError;
 
@@ -31,30 +36,45 @@ impl GateApi {
         let reviewer = r.reviewer.clone().unwrap_or_else(|| "reviewer".into());
         let rec = self.record(&handle, &workflow_id).await?;
         let debate = self
-            .facilitator("debate", &json!({ "debate_id": debate_id }))
+            .facilitator::<GetDebate>(&DebateRequest {
+                debate_id: debate_id.clone(),
+            })
             .await?;
-        let of_wf = debate["challenge"]["workflow_id"].as_str();
-        if of_wf.is_some_and(|w| w != workflow_id) {
-            return Err(ApiError::bad_request(format!(
-                "debate {debate_id} belongs to workflow {}, not {workflow_id}",
-                of_wf.unwrap_or_default()
-            )));
+        if let Some(w) = debate.debate.challenge.workflow_id.as_deref() {
+            if w != workflow_id {
+                return Err(ApiError::bad_request(format!(
+                    "debate {debate_id} belongs to workflow {w}, not {workflow_id}"
+                )));
+            }
         }
         let mut forward = r;
         if action == "override" && forward.analyses.is_none() {
-            forward.analyses = Some(analyses_of(&rec, &debate));
+            forward.analyses = Some(analyses_of(&rec, &debate.debate));
         }
         let answer = self
-            .facilitator("gate_review", &facilitator_body(&forward)?)
+            .facilitator::<facilitator::GateReview>(&facilitator_request(&forward)?)
             .await?;
-        let metric = metric_of(&debate);
-        let final_value = assumption_value(&answer["resolution"]["final_position"]["value"]);
+        // The metric, as the facilitator states it by the one shared rule
+        // (`caucus_shared::messages::debate_metric`).
+        let metric = debate.metric;
+        let final_value = answer
+            .resolution
+            .as_ref()
+            .and_then(|r| r.final_position.as_ref())
+            .and_then(|p| p.value.as_ref())
+            .and_then(assumption_value);
         let settled = match (&metric, final_value) {
             (Some(k), Some(v)) if action != "redebate" => gates::assumptions(k, v),
             _ => BTreeMap::new(),
         };
-        let reruns = rerun_groups(&rec, &answer["impact"]["plan"]);
-        let estimates = gates_package::rerun_estimates(&answer["impact"], &reruns);
+        let (reruns, estimates) = match &answer.impact {
+            Some(impact) => {
+                let groups = rerun_groups(&rec, &impact.plan);
+                let estimates = gates_package::rerun_estimates(impact, &groups);
+                (groups, estimates)
+            }
+            None => (Vec::new(), Vec::new()),
+        };
         let mut out = GateReviewReply {
             facilitator: answer,
             rerun: None,
@@ -85,20 +105,42 @@ impl GateApi {
     }
 }
 
-/// `facilitator.gate_review`'s body: the review without `workflow_id`.
-fn facilitator_body(r: &GateReviewRequest) -> Result<Value, ApiError> {
+/// `facilitator.gate_review`'s request: the review without `workflow_id`,
+/// read as the facilitator reads it (its action and the action's fields
+/// are flattened), so a malformed review is refused as the facilitator
+/// would refuse it.
+fn facilitator_request(r: &GateReviewRequest) -> Result<facilitator::GateReviewRequest, ApiError> {
     let mut body = serde_json::to_value(r)
         .map_err(|e| ApiError::internal(format!("gate review body: {e}")))?;
     if let Value::Object(m) = &mut body {
         m.remove("workflow_id");
     }
-    Ok(body)
+    decode_request::<facilitator::GateReview>(body)
 }
 
-/// The metric the debate is about, as the facilitator's `debate` reply
-/// states it (`caucus_shared::messages::debate_metric`).
-fn metric_of(debate: &Value) -> Option<String> {
-    debate["metric"].as_str().map(str::to_string)
+/// What a stage's `params.impact` says of the analysis it runs.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct ImpactParams {
+    /// What kind of analysis (default `other`).
+    kind: Option<AnalysisKind>,
+    /// What it produces (default `other`).
+    output_metric: Option<String>,
+    /// JSON pointer to its result in the task's output.
+    result: Option<String>,
+    /// Minutes a re-run takes (default: the stage's expected duration).
+    rerun_minutes: Option<f64>,
+    /// The assumptions it uses.
+    inputs: Vec<String>,
+}
+
+impl ImpactParams {
+    /// The stage's `params.impact`; defaults when absent or unreadable.
+    fn of(params: Option<&Value>) -> ImpactParams {
+        params
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default()
+    }
 }
 
 /// The downstream analyses of a debate in this workflow: the tasks its
@@ -106,16 +148,8 @@ fn metric_of(debate: &Value) -> Option<String> {
 /// `params.impact`), described by their stage's `params.impact`
 /// (`kind`, `output_metric`, `result` = JSON pointer into the output,
 /// `rerun_minutes`, `inputs`).
-pub fn analyses_of(rec: &WorkflowRecord, debate: &Value) -> Vec<Value> {
-    let named: Vec<String> = debate["extensions"]["downstream_dependencies"]
-        .as_array()
-        .or_else(|| debate["challenge"]["downstream_dependencies"].as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+pub fn analyses_of(rec: &WorkflowRecord, debate: &DebateRecord) -> Vec<Analysis> {
+    let named = &debate.extensions.downstream_dependencies;
     let keys: Vec<String> = if named.is_empty() {
         rec.tasks
             .iter()
@@ -141,12 +175,10 @@ pub fn analyses_of(rec: &WorkflowRecord, debate: &Value) -> Vec<Value> {
         .map(|k| {
             let t = &rec.tasks[k];
             let stage = rec.stages.iter().find(|s| s.name == t.stage);
-            let imp = stage
-                .and_then(|s| s.params.get("impact"))
-                .cloned()
-                .unwrap_or(Value::Null);
-            let current = imp["result"]
-                .as_str()
+            let imp = ImpactParams::of(stage.and_then(|s| s.params.get("impact")));
+            let current_result = imp
+                .result
+                .as_deref()
                 .and_then(|p| t.output.as_ref().and_then(|o| o.pointer(p)))
                 .and_then(assumption_value);
             // Default: the stage's expected duration, in minutes.
@@ -154,23 +186,20 @@ pub fn analyses_of(rec: &WorkflowRecord, debate: &Value) -> Vec<Value> {
                 .map(|s| s.expected * rec.unit_ms as f64 / 60_000.0)
                 .unwrap_or(0.0);
             let up: BTreeSet<String> = rec.upstream_of(&t.stage);
-            let depends_on: Vec<&str> = stage_of
+            let depends_on: Vec<String> = stage_of
                 .iter()
                 .filter(|(other, s)| *other != k && up.contains(**s))
-                .map(|(other, _)| *other)
+                .map(|(other, _)| other.to_string())
                 .collect();
-            let mut a = json!({
-                "analysis_id": k,
-                "kind": imp["kind"].as_str().unwrap_or("other"),
-                "output_metric": imp["output_metric"].as_str().unwrap_or("other"),
-                "rerun_minutes": imp["rerun_minutes"].as_f64().unwrap_or(expected_minutes),
-                "inputs": imp["inputs"].as_array().cloned().unwrap_or_default(),
-                "depends_on": depends_on,
-            });
-            if let Some(c) = current {
-                a["current_result"] = json!(c);
+            Analysis {
+                analysis_id: k.clone(),
+                kind: imp.kind.unwrap_or(AnalysisKind::Other),
+                output_metric: imp.output_metric.unwrap_or_else(|| "other".into()),
+                current_result,
+                rerun_minutes: imp.rerun_minutes.unwrap_or(expected_minutes),
+                inputs: imp.inputs,
+                depends_on,
             }
-            a
         })
         .collect()
 }
@@ -178,20 +207,17 @@ pub fn analyses_of(rec: &WorkflowRecord, debate: &Value) -> Vec<Value> {
 /// The facilitator's re-run plan as groups of this workflow's task keys:
 /// serial = one task per group in plan order; parallel = tasks grouped by
 /// their depth among the re-run tasks, so dependencies still come first.
-pub fn rerun_groups(rec: &WorkflowRecord, plan: &Value) -> Vec<Vec<String>> {
-    let ids: Vec<String> = plan["required_reruns"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|i| i["analysis_id"].as_str().map(str::to_string))
-                .filter(|id| rec.tasks.contains_key(id))
-                .collect()
-        })
-        .unwrap_or_default();
+pub fn rerun_groups(rec: &WorkflowRecord, plan: &RerunPlan) -> Vec<Vec<String>> {
+    let ids: Vec<String> = plan
+        .required_reruns
+        .iter()
+        .map(|i| i.analysis_id.clone())
+        .filter(|id| rec.tasks.contains_key(id))
+        .collect();
     if ids.is_empty() {
         return Vec::new();
     }
-    let serial = plan["execution_strategy"].as_str() != Some("parallel");
+    let serial = plan.execution_strategy != Strategy::Parallel;
     // Dependencies first, whatever order the plan lists them in.
     let depth = |k: &String| -> usize {
         let up = rec.upstream_of(&rec.tasks[k].stage);

@@ -7,9 +7,11 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::api::facilitator::{Analysis, Side};
 use crate::api::{
     Operation, OperationDoc, CODE_NOT_FOUND, CODE_NO_RESPONDERS, CODE_STANDBY, CODE_TIMEOUT,
 };
+use crate::messages::Position;
 
 mod package;
 mod records;
@@ -217,13 +219,12 @@ pub struct GateReviewRequest {
     /// Who reviews.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reviewer: Option<String>,
-    /// Override: the side whose position applies (`challenger` or
-    /// `challenged`).
+    /// Override: the side whose position applies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub side: Option<String>,
-    /// Override: the reviewer's own position (`{statement, metric?, value?}`).
+    pub side: Option<Side>,
+    /// Override: the reviewer's own position.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub position: Option<Value>,
+    pub position: Option<Position>,
     /// Why (required to override).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rationale: Option<String>,
@@ -233,7 +234,7 @@ pub struct GateReviewRequest {
     /// Override: the downstream analyses for the impact report (default:
     /// the workflow's, from its stages' `params.impact`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub analyses: Option<Vec<Value>>,
+    pub analyses: Option<Vec<Analysis>>,
 }
 
 /// `coordinator.rerun`: run tasks of a workflow again.

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::super::status::TaskState;
 use super::{GateAction, OpenGate, RerunRecord};
+use crate::api::facilitator::{DebateSummary, Precedent, ProvisionalReply};
 
 /// The decision package of one open gate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,12 +29,12 @@ pub struct DecisionPackage {
     pub findings: Vec<PackageFinding>,
     /// The workflow's debates not resolved yet (`facilitator.debates`
     /// entries).
-    pub open_debates: Vec<Value>,
+    pub open_debates: Vec<DebateSummary>,
     /// Provisional decisions awaiting review (`facilitator.provisional`'s
     /// reply; none when no facilitator runs).
-    pub provisional: Value,
+    pub provisional: ProvisionalReply,
     /// Precedents the workflow's debates cite.
-    pub precedents: Vec<Value>,
+    pub precedents: Vec<Precedent>,
     /// Assumptions settled by debates or reviews (metric → value).
     pub resolved_assumptions: BTreeMap<String, Value>,
     /// Re-runs of the workflow's tasks, oldest first.

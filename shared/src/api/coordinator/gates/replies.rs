@@ -2,7 +2,8 @@
 //! a review or a re-run did, with the workflow as it is now.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
+use crate::api::facilitator;
 
 use super::super::status::WorkflowView;
 use super::{GateAction, GateDecision};
@@ -32,9 +33,8 @@ pub struct GateDecideReply {
 /// What a review did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GateReviewReply {
-    /// `facilitator.gate_review`'s answer: `{debate, resolution, impact,
-    /// redebate_id}`.
-    pub facilitator: Value,
+    /// `facilitator.gate_review`'s answer.
+    pub facilitator: facilitator::GateReviewReply,
     /// The re-run it started or the assumption it settled, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rerun: Option<RerunReply>,
