@@ -10,7 +10,7 @@ use caucus_shared::messages::BatchTrigger;
 use caucus_shared::nats::ApiError;
 use caucus_shared::task::TaskEvent;
 
-use super::batch::{BatchManager, BatchPauseArgs, BatchResumeArgs};
+use super::batch::{BatchLoadError, BatchManager, BatchPauseArgs, BatchResumeArgs};
 use super::pause::PauseManager;
 use super::publish::alert;
 use crate::engine::Engine;
@@ -71,9 +71,9 @@ fn illegal(e: impl std::fmt::Display) -> ApiError {
 
 impl Control {
     /// Loads batches and the paused set (leadership start).
-    pub async fn load(&mut self, engine: &Engine) -> Result<(), String> {
+    pub async fn load(&mut self, engine: &Engine) -> Result<(), BatchLoadError> {
         self.pauses.load(engine);
-        let n = self.batches.load().await.map_err(|e| e.to_string())?;
+        let n = self.batches.load().await?;
         tracing::info!(batches = n, "loaded batches");
         Ok(())
     }

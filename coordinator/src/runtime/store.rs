@@ -21,9 +21,11 @@ use async_nats::HeaderMap;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
+use caucus_shared::error::BoxError;
 use caucus_shared::nats::topology::ensure_kv_with_ttl;
 use caucus_shared::subjects::Subjects;
 
+use super::batch::BatchLoadError;
 use crate::workflow::WorkflowRecord;
 
 /// KV bucket of workflow records.
@@ -47,11 +49,35 @@ pub enum StoreError {
     #[error("workflow {0}: revision conflict (another coordinator wrote it)")]
     Conflict(String),
     /// NATS failed.
+    #[error("workflow store: {what}: {source}")]
+    Nats {
+        /// What was being done, e.g. `update <id>`.
+        what: String,
+        /// The NATS / KV error.
+        #[source]
+        source: BoxError,
+    },
+    /// A stored record, or one of its outputs, does not parse.
+    #[error("workflow {id}: stored record does not parse: {}{source}", output_prefix(.output))]
+    Corrupt {
+        /// The workflow.
+        id: String,
+        /// The output's key, when an output does not parse.
+        output: Option<String>,
+        /// The serde error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The batches could not be loaded on a takeover.
     #[error("workflow store: {0}")]
-    Nats(String),
-    /// A stored record does not parse.
-    #[error("workflow {0}: stored record does not parse: {1}")]
-    Corrupt(String, String),
+    Batches(#[from] BatchLoadError),
+}
+
+fn output_prefix(output: &Option<String>) -> String {
+    output
+        .as_ref()
+        .map(|k| format!("output {k}: "))
+        .unwrap_or_default()
 }
 
 /// KV-backed store of workflow records.
@@ -115,8 +141,11 @@ pub fn output_key(task_id: &str, attempt: u32) -> String {
     k
 }
 
-fn nats_err(what: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Nats(format!("{what}: {e}"))
+fn nats_err(what: &str, e: impl Into<BoxError>) -> StoreError {
+    StoreError::Nats {
+        what: what.to_string(),
+        source: e.into(),
+    }
 }
 
 impl WorkflowStore {
@@ -302,8 +331,12 @@ impl WorkflowStore {
             .map_err(|e| nats_err(&format!("get {id}"), e))?;
         match entry {
             Some(e) if e.operation == kv::Operation::Put => {
-                let rec = serde_json::from_slice(&e.value)
-                    .map_err(|err| StoreError::Corrupt(id.to_string(), err.to_string()))?;
+                let rec =
+                    serde_json::from_slice(&e.value).map_err(|source| StoreError::Corrupt {
+                        id: id.to_string(),
+                        output: None,
+                        source,
+                    })?;
                 Ok(Some((rec, e.revision)))
             }
             _ => Ok(None),
@@ -325,12 +358,17 @@ impl WorkflowStore {
                     .get(key)
                     .await
                     .map_err(|e| nats_err(&format!("output {key}"), e))?;
-                *slot = match v {
-                    Some(b) => Some(serde_json::from_slice(&b).map_err(|e| {
-                        StoreError::Corrupt(rec.workflow_id.clone(), format!("output {key}: {e}"))
-                    })?),
-                    None => Some(serde_json::json!({"missing_output": key})),
-                };
+                *slot =
+                    match v {
+                        Some(b) => Some(serde_json::from_slice(&b).map_err(|source| {
+                            StoreError::Corrupt {
+                                id: rec.workflow_id.clone(),
+                                output: Some(key.clone()),
+                                source,
+                            }
+                        })?),
+                        None => Some(serde_json::json!({"missing_output": key})),
+                    };
             }
         }
         Ok(())
@@ -354,7 +392,7 @@ impl WorkflowStore {
             .map(|id| async move {
                 match self.get_bare(&id).await {
                     Ok(r) => Ok((id, r)),
-                    Err(StoreError::Corrupt(id, e)) => {
+                    Err(e @ StoreError::Corrupt { .. }) => {
                         tracing::error!(workflow_id = %id, error = %e, "skipping unreadable workflow record");
                         Ok((id, None))
                     }

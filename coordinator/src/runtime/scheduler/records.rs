@@ -28,7 +28,7 @@ impl Scheduler {
             n += 1;
         }
         if let Some(c) = self.control.as_mut() {
-            c.load(&self.engine).await.map_err(StoreError::Nats)?;
+            c.load(&self.engine).await?;
         }
         Ok((n, max_epoch))
     }
