@@ -5,6 +5,7 @@
 //!
 //! - [`phase`]: the state machine.
 //! - [`gates`]: the quality gates and their thresholds.
+//! - [`streams`]: what the discovery gate counts per stream.
 //! - [`isolation`]: key spaces and refused writes.
 //! - [`audit`]: `timestamp | agent | action | result`.
 //! - [`state`]: what a run keeps on its workflow record.
@@ -21,6 +22,7 @@ pub mod phase;
 pub mod runtime;
 pub mod spec;
 pub mod state;
+pub mod streams;
 
 pub use audit::AuditEntry;
 pub use gates::{GateDecision, Verdict};

@@ -19,9 +19,6 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
-/// The one name of the fixes list.
-const FIXES: [&str; 1] = ["fixes_applied"];
-
 /// The first of `names` present in `m`.
 fn field<'a>(m: &'a serde_json::Map<String, Value>, names: &[&str]) -> Option<(&'a Value, String)> {
     names
@@ -103,8 +100,8 @@ pub fn normalise(
                     None => issues.push(format!("`{name}` is {}, not a text", type_name(v))),
                 }
             }
-            if let Some((v, name)) = field(m, &FIXES) {
-                review.fixes_applied = texts(v, &name, &mut issues);
+            if let Some(v) = m.get("fixes_applied") {
+                review.fixes_applied = texts(v, "fixes_applied", &mut issues);
             }
             if let Some((v, name)) = field(m, &["warnings_for_next_level", "warnings"]) {
                 review.warnings_for_next_level = texts(v, &name, &mut issues);

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::super::{TaskRunState, WorkflowRecord};
+use super::impact::ImpactParams;
 
 /// An impact report's estimate of what a re-run task will produce, and
 /// what it did produce: `gate show` and the workflow record show how far
@@ -52,15 +53,9 @@ impl WorkflowRecord {
                 if t.state != TaskRunState::Completed {
                     return None;
                 }
-                let pointer = self
-                    .stages
-                    .iter()
-                    .find(|s| s.name == t.stage)?
-                    .params
-                    .get("impact")?
-                    .get("result")?
-                    .as_str()?;
-                let v = t.output.as_ref()?.pointer(pointer)?;
+                let stage = self.stages.iter().find(|s| s.name == t.stage)?;
+                let pointer = ImpactParams::of(&stage.params)?.result?;
+                let v = t.output.as_ref()?.pointer(&pointer)?;
                 caucus_shared::messages::assumption_value(v).map(|v| (i, v))
             })
             .collect();

@@ -12,6 +12,7 @@ mod decide;
 mod error;
 mod estimate;
 mod graph;
+mod impact;
 mod notices;
 mod open;
 mod progress;

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use super::super::{TaskRunState, WorkflowRecord, WorkflowState};
+use super::impact::ImpactParams;
 use super::rerun::{RerunOutcome, RerunRequest};
 
 impl WorkflowRecord {
@@ -40,18 +41,16 @@ impl WorkflowRecord {
                     .stages
                     .iter()
                     .find(|s| s.name == t.stage)
-                    .and_then(|s| s.params.get("impact"))
+                    .and_then(|s| ImpactParams::of(&s.params))
                 else {
                     return false;
                 };
-                let uses = imp["inputs"]
-                    .as_array()
-                    .is_none_or(|a| a.is_empty() || a.iter().any(|x| x == metric));
-                let used = imp["used"]
-                    .as_str()
+                let used = imp
+                    .used
+                    .as_deref()
                     .and_then(|p| t.output.as_ref()?.pointer(p))
                     .and_then(Value::as_f64);
-                uses && used.is_some_and(|u| (u - value).abs() > 1e-9)
+                imp.uses(metric) && used.is_some_and(|u| (u - value).abs() > 1e-9)
             })
             .map(|(k, _)| k.clone())
             .collect();
