@@ -105,9 +105,7 @@ fn print_status(st: &StatusReply) -> usize {
                     t.worker_id.as_deref().unwrap_or("")
                 );
             }
-            // The level review lines still read the workflow as JSON.
-            let json = serde_json::to_value(w).unwrap_or_default();
-            for line in crate::level_review::level_review_lines(&json) {
+            for line in crate::level_review::level_review_lines(w) {
                 println!("    {line}");
             }
         }
