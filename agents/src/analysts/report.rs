@@ -7,7 +7,10 @@
 
 use std::fmt::Write as _;
 
+use serde::{Deserialize, Deserializer};
 use serde_json::{json, Value};
+
+use caucus_shared::outputs::{items, lenient};
 
 use super::context::{Analysis, Ctx};
 use super::format::{price, signed_pct};
@@ -52,15 +55,79 @@ fn scalar(v: &Value) -> Option<String> {
     }
 }
 
+/// A text, number or boolean, as text; any other JSON reads as `None`.
+#[derive(Debug, Clone, Default)]
+struct Scalar(Option<String>);
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Scalar(scalar(&Value::deserialize(d)?)))
+    }
+}
+
+/// An upstream stage's output as the report reads it: any agent's, so
+/// every part is optional and odd entries read as empty.
+#[derive(Debug, Default, Deserialize)]
+struct StageView {
+    /// `{label, value}` figures, when the stage lists them.
+    #[serde(default, deserialize_with = "items")]
+    key_figures: Option<Vec<Figure>>,
+    /// Its findings.
+    #[serde(default, deserialize_with = "items")]
+    findings: Option<Vec<FindingView>>,
+    /// Valuation: BUY, HOLD or SELL.
+    #[serde(default, deserialize_with = "lenient")]
+    rating: Option<String>,
+    /// Screening: whether the company passed.
+    #[serde(default, deserialize_with = "lenient")]
+    passed: Option<bool>,
+    /// Screening: its score.
+    #[serde(default)]
+    score: Scalar,
+}
+
+/// One key figure.
+#[derive(Debug, Default, Deserialize)]
+struct Figure {
+    /// What it is.
+    #[serde(default)]
+    label: Scalar,
+    /// Its value, formatted.
+    #[serde(default)]
+    value: Scalar,
+}
+
+/// One upstream finding.
+#[derive(Debug, Default, Deserialize)]
+struct FindingView {
+    /// The statement.
+    #[serde(default)]
+    finding: Scalar,
+    /// How sure the analyst is, 0..1.
+    #[serde(default, deserialize_with = "lenient")]
+    confidence: Option<f64>,
+    /// Supporting figures.
+    #[serde(default, deserialize_with = "lenient")]
+    evidence: Option<Vec<Scalar>>,
+    /// What downstream work should do about it.
+    #[serde(default)]
+    impact: Scalar,
+}
+
+/// `output` read as a [`StageView`] (not an object: nothing in it).
+fn view(output: &Value) -> StageView {
+    if output.is_object() {
+        StageView::deserialize(output).unwrap_or_default()
+    } else {
+        StageView::default()
+    }
+}
+
 fn figures(output: &Value) -> Vec<(String, String)> {
-    if let Some(list) = output.get("key_figures").and_then(Value::as_array) {
+    if let Some(list) = view(output).key_figures {
         return list
-            .iter()
-            .filter_map(|f| {
-                let label = f.get("label").and_then(scalar)?;
-                let value = f.get("value").and_then(scalar)?;
-                Some((label, value))
-            })
+            .into_iter()
+            .filter_map(|f| Some((f.label.0?, f.value.0?)))
             .collect();
     }
     output
@@ -84,11 +151,8 @@ pub(crate) fn analyse(ctx: &Ctx<'_>) -> Result<Analysis, AnalystError> {
                 "report needs the valuation stage's output (target_price) among its inputs",
             )
         })?;
-    let valuation = ctx.upstream.get("valuation").unwrap_or(&Value::Null);
-    let rating = valuation
-        .get("rating")
-        .and_then(Value::as_str)
-        .unwrap_or("n/a");
+    let valuation = view(ctx.upstream.get("valuation").unwrap_or(&Value::Null));
+    let rating = valuation.rating.as_deref().unwrap_or("n/a");
     let current = ctx
         .stage_f64("valuation", "/current_price")?
         .unwrap_or(c.price);
@@ -126,9 +190,9 @@ pub(crate) fn analyse(ctx: &Ctx<'_>) -> Result<Analysis, AnalystError> {
     let _ = writeln!(md, "| Target price | {} |", price(target));
     let _ = writeln!(md, "| Current price | {} |", price(current));
     let _ = writeln!(md, "| Upside | {} |", signed_pct(upside));
-    if let Some(v) = ctx.upstream.get("screening") {
-        if let Some(passed) = v.get("passed").and_then(Value::as_bool) {
-            let score = v.get("score").and_then(scalar).unwrap_or_default();
+    if let Some(v) = ctx.upstream.get("screening").map(view) {
+        if let Some(passed) = v.passed {
+            let score = v.score.0.unwrap_or_default();
             let _ = writeln!(
                 md,
                 "| Screening | {} (score {score}) |",
@@ -152,12 +216,7 @@ pub(crate) fn analyse(ctx: &Ctx<'_>) -> Result<Analysis, AnalystError> {
             let _ = writeln!(md, "- {label}: {value}");
         }
         md.push('\n');
-        for f in output
-            .get("findings")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for f in view(output).findings.into_iter().flatten() {
             findings.push((*stage, f));
         }
     }
@@ -167,22 +226,23 @@ pub(crate) fn analyse(ctx: &Ctx<'_>) -> Result<Analysis, AnalystError> {
         let _ = writeln!(md, "No findings.\n");
     }
     for (stage, f) in &findings {
-        let text = f.get("finding").and_then(scalar).unwrap_or_default();
-        let conf = f.get("confidence").and_then(Value::as_f64);
+        let text = f.finding.0.clone().unwrap_or_default();
+        let conf = f.confidence;
         let _ = write!(md, "- **{text}** ({stage}");
         if let Some(conf) = conf {
             let _ = write!(md, ", confidence {conf:.2}");
         }
         let _ = writeln!(md, ")");
         let evidence: Vec<String> = f
-            .get("evidence")
-            .and_then(Value::as_array)
-            .map(|e| e.iter().filter_map(scalar).collect())
-            .unwrap_or_default();
+            .evidence
+            .iter()
+            .flatten()
+            .filter_map(|e| e.0.clone())
+            .collect();
         if !evidence.is_empty() {
             let _ = writeln!(md, "  - Evidence: {}", evidence.join("; "));
         }
-        if let Some(impact) = f.get("impact").and_then(scalar) {
+        if let Some(impact) = &f.impact.0 {
             let _ = writeln!(md, "  - Impact: {impact}");
         }
     }
