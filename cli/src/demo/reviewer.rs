@@ -10,7 +10,6 @@ use caucus_shared::api::coordinator::gates::{
 };
 use caucus_shared::api::Operation;
 
-use crate::submit::provisional_of;
 use crate::Client;
 
 /// What the demo's reviewer did at the gates.
@@ -74,9 +73,7 @@ async fn review(client: &Client, wf: &str, out: &mut Reviewed) {
     let Ok(pkg) = decode_reply::<Gate>(raw.clone()) else {
         return;
     };
-    let decisions = provisional_of(&pkg)
-        .map(|p| p.decisions)
-        .unwrap_or_default();
+    let decisions = pkg.provisional.decisions;
     if decisions.is_empty() {
         return;
     }

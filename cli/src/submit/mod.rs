@@ -20,7 +20,7 @@ mod watch;
 use retry::submit_retrying;
 pub use status::{report_of, result, status, StatusPage};
 pub use submission::{submission, SubmissionTarget};
-pub use watch::{provisional_of, watch_until_done, WaitingWorkflow, WatchEnd, EXIT_AT_GATE};
+pub use watch::{watch_until_done, WaitingWorkflow, WatchEnd, EXIT_AT_GATE};
 
 /// How `caucus submit` submits.
 #[derive(Debug, Clone, Default)]

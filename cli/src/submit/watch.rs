@@ -5,9 +5,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use caucus_shared::api::coordinator::gates::{DecisionPackage, Gate, GateRequest};
+use caucus_shared::api::coordinator::gates::{Gate, GateRequest};
 use caucus_shared::api::coordinator::status::{Status, StatusReply, StatusRequest, WorkflowView};
-use caucus_shared::api::facilitator::ProvisionalReply;
 
 use super::progress::LiveView;
 use super::LISTED;
@@ -130,14 +129,7 @@ async fn provisional_waiting(client: &Client, workflow_id: &str) -> bool {
         gate: None,
     };
     let package = client.op::<Gate>(&request).await;
-    package.is_ok_and(|p| provisional_of(&p).is_some_and(|p| p.count > 0))
-}
-
-/// The provisional decisions a decision package lists: the facilitator's
-/// `provisional` reply it carries as it came (`None` when the facilitator
-/// did not answer with one).
-pub fn provisional_of(package: &DecisionPackage) -> Option<ProvisionalReply> {
-    Some(package.provisional.clone())
+    package.is_ok_and(|p| p.provisional.count > 0)
 }
 
 /// Tells the person what to run at each waiting gate.
