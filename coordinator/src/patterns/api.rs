@@ -106,7 +106,7 @@ impl PatternService {
             pattern: spec.pattern.kind().as_str().to_string(),
             agents: spec.agents.clone(),
             task: spec.task.clone(),
-            params: spec.params_json(),
+            params: spec.params(),
             state: RunState::Running,
             rounds: Vec::new(),
             summary: Summary::default(),

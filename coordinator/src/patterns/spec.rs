@@ -2,7 +2,6 @@
 //! defaults filled in and every limit checked up front.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
 /// Shared context (previous responses, the work under review) is cut to
 /// this many characters unless the request says otherwise.
@@ -108,7 +107,7 @@ pub enum SpecError {
 }
 
 // The request is the API's.
-pub use caucus_shared::api::coordinator::patterns::{ParamsInput, RunRequest};
+pub use caucus_shared::api::coordinator::patterns::{ParamsInput, PatternParams, RunRequest};
 
 /// A pattern with its effective parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -295,28 +294,40 @@ impl PatternSpec {
     }
 
     /// The effective parameters, as stored and returned.
-    pub fn params_json(&self) -> Value {
-        let mut v = match &self.pattern {
-            Pattern::Parallel | Pattern::PeerReview => json!({}),
+    pub fn params(&self) -> PatternParams {
+        let p = PatternParams {
+            context_truncation: self.context_truncation,
+            output_truncation: self.output_truncation,
+            ..PatternParams::default()
+        };
+        match &self.pattern {
+            Pattern::Parallel | Pattern::PeerReview => p,
             Pattern::Pipeline {
                 pass_context,
                 stop_on_failure,
-            } => json!({"pass_context": pass_context, "stop_on_failure": stop_on_failure}),
-            Pattern::Debate { rounds } => json!({ "rounds": rounds }),
-            Pattern::Hierarchical { leader } => json!({
-                "leader": self.agents[*leader],
-                "leader_index": leader,
-            }),
+            } => PatternParams {
+                pass_context: Some(*pass_context),
+                stop_on_failure: Some(*stop_on_failure),
+                ..p
+            },
+            Pattern::Debate { rounds } => PatternParams {
+                rounds: Some(*rounds),
+                ..p
+            },
+            Pattern::Hierarchical { leader } => PatternParams {
+                leader: Some(self.agents[*leader].clone()),
+                leader_index: Some(*leader),
+                ..p
+            },
             Pattern::Consensus {
                 max_rounds,
                 agreement_threshold,
-            } => json!({"max_rounds": max_rounds, "agreement_threshold": agreement_threshold}),
-        };
-        if let Value::Object(m) = &mut v {
-            m.insert("context_truncation".into(), json!(self.context_truncation));
-            m.insert("output_truncation".into(), json!(self.output_truncation));
+            } => PatternParams {
+                max_rounds: Some(*max_rounds),
+                agreement_threshold: Some(*agreement_threshold),
+                ..p
+            },
         }
-        v
     }
 
     /// How each position is named in contexts: the agent type, or
@@ -364,6 +375,7 @@ fn check_agents(kind: PatternKind, agents: &[String]) -> Result<(), SpecError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
 
     fn req(v: Value) -> RunRequest {
         serde_json::from_value(v).unwrap()

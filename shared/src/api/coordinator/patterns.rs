@@ -183,7 +183,7 @@ pub struct PatternRun {
     /// The task.
     pub task: String,
     /// Effective parameters (defaults filled in).
-    pub params: Value,
+    pub params: PatternParams,
     /// Where it stands.
     pub state: RunState,
     /// Rounds finished so far, in order.
@@ -224,6 +224,37 @@ impl PatternRun {
     pub fn results(&self) -> impl Iterator<Item = &AgentResult> {
         self.rounds.iter().flat_map(|r| r.results.iter())
     }
+}
+
+/// A run's effective parameters (the request's with the defaults filled
+/// in); only those of its pattern are present.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PatternParams {
+    /// Pipeline: earlier outputs go to later agents as `<label>_output`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass_context: Option<bool>,
+    /// Pipeline: a failed step ends the pipeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_on_failure: Option<bool>,
+    /// Debate: rounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<u32>,
+    /// Hierarchical: the leader's agent type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+    /// Hierarchical: the leader's position in the agent list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_index: Option<usize>,
+    /// Consensus: rounds at most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rounds: Option<u32>,
+    /// Consensus: combined score that ends the run, 0..=1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agreement_threshold: Option<f64>,
+    /// Characters of shared context per response.
+    pub context_truncation: usize,
+    /// Characters of each stored output.
+    pub output_truncation: usize,
 }
 
 /// Why a run ended before its last planned round.
