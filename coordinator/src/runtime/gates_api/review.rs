@@ -14,6 +14,7 @@ use caucus_shared::api::facilitator::{
 };
 use caucus_shared::messages::assumption_value;
 use caucus_shared::nats::api::ApiError;
+use caucus_shared::outputs::lenient;
 
 use super::super::commands::SchedulerHandle;
 use super::super::gates::{self, GateOp};
@@ -118,28 +119,44 @@ fn facilitator_request(r: &GateReviewRequest) -> Result<facilitator::GateReviewR
     decode_request::<facilitator::GateReview>(body)
 }
 
-/// What a stage's `params.impact` says of the analysis it runs.
+/// What a stage's `params.impact` says of the analysis it runs. Read
+/// leniently, like every stage param the pipeline author writes: a field
+/// of the wrong type (or a `kind` the facilitator does not know) counts as
+/// absent.
 #[derive(Debug, Default, Deserialize)]
-#[serde(default)]
 struct ImpactParams {
     /// What kind of analysis (default `other`).
+    #[serde(default, deserialize_with = "lenient")]
     kind: Option<AnalysisKind>,
     /// What it produces (default `other`).
+    #[serde(default, deserialize_with = "lenient")]
     output_metric: Option<String>,
     /// JSON pointer to its result in the task's output.
+    #[serde(default, deserialize_with = "lenient")]
     result: Option<String>,
     /// Minutes a re-run takes (default: the stage's expected duration).
+    #[serde(default, deserialize_with = "lenient")]
     rerun_minutes: Option<f64>,
-    /// The assumptions it uses.
-    inputs: Vec<String>,
+    /// The assumptions it uses (names; other entries are skipped).
+    #[serde(default, deserialize_with = "lenient")]
+    inputs: Option<Vec<Value>>,
 }
 
 impl ImpactParams {
-    /// The stage's `params.impact`; defaults when absent or unreadable.
+    /// The stage's `params.impact`; defaults when absent or not an object.
     fn of(params: Option<&Value>) -> ImpactParams {
         params
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .and_then(|v| ImpactParams::deserialize(v).ok())
             .unwrap_or_default()
+    }
+
+    /// The assumption names it lists.
+    fn input_names(&self) -> Vec<String> {
+        self.inputs
+            .iter()
+            .flatten()
+            .filter_map(|x| x.as_str().map(str::to_string))
+            .collect()
     }
 }
 
@@ -176,6 +193,7 @@ pub fn analyses_of(rec: &WorkflowRecord, debate: &DebateRecord) -> Vec<Analysis>
             let t = &rec.tasks[k];
             let stage = rec.stages.iter().find(|s| s.name == t.stage);
             let imp = ImpactParams::of(stage.and_then(|s| s.params.get("impact")));
+            let inputs = imp.input_names();
             let current_result = imp
                 .result
                 .as_deref()
@@ -197,7 +215,7 @@ pub fn analyses_of(rec: &WorkflowRecord, debate: &DebateRecord) -> Vec<Analysis>
                 output_metric: imp.output_metric.unwrap_or_else(|| "other".into()),
                 current_result,
                 rerun_minutes: imp.rerun_minutes.unwrap_or(expected_minutes),
-                inputs: imp.inputs,
+                inputs,
                 depends_on,
             }
         })
