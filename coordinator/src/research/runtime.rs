@@ -20,7 +20,6 @@ use serde_json::{json, Value};
 use caucus_shared::api::coordinator::audit::{
     Audit, AuditEntry, AuditReply, AuditRequest, CODE_NOT_RESEARCH,
 };
-use caucus_shared::api::coordinator::status::WorkflowState as StateView;
 use caucus_shared::nats::ApiError;
 use caucus_shared::subjects::Subjects;
 
@@ -28,7 +27,8 @@ use super::state::ResearchSettings;
 use crate::engine::Engine;
 use crate::runtime::checkpoints::CheckpointStore;
 use crate::runtime::store::WorkflowStore;
-use crate::workflow::{Checkpoint, WorkflowRecord, WorkflowState};
+use crate::runtime::views::state_view;
+use crate::workflow::{Checkpoint, WorkflowRecord};
 
 /// KV bucket of the research runs' accepted writes.
 pub const RESEARCH_BUCKET: &str = "research";
@@ -240,19 +240,6 @@ pub async fn audit(req: AuditRequest, store: WorkflowStore) -> Result<AuditReply
             .collect(),
         lines: r.audit.iter().map(|e| e.to_string()).collect(),
     })
-}
-
-/// The API's spelling of a workflow's state.
-fn state_view(s: WorkflowState) -> StateView {
-    match s {
-        WorkflowState::Pending => StateView::Pending,
-        WorkflowState::Running => StateView::Running,
-        WorkflowState::Pausing => StateView::Pausing,
-        WorkflowState::Paused => StateView::Paused,
-        WorkflowState::Resuming => StateView::Resuming,
-        WorkflowState::Completed => StateView::Completed,
-        WorkflowState::Failed => StateView::Failed,
-    }
 }
 
 /// Registers `audit` (any instance answers: it reads the stored record).

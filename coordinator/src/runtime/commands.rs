@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use caucus_shared::nats::ApiError;
 use caucus_shared::task::TaskEvent;
 
-use super::control::ControlOp;
+use super::control::{ControlOp, ControlReply};
 use super::gates::GateOp;
 use super::submissions::{SubmitGrant, SubmitOp};
 use crate::workflow::WorkflowRecord;
@@ -93,8 +93,8 @@ pub enum Command {
     Control {
         /// The operation.
         op: ControlOp,
-        /// The reply body or error.
-        reply: oneshot::Sender<Result<Value, ApiError>>,
+        /// The reply or error.
+        reply: oneshot::Sender<Result<ControlReply, ApiError>>,
     },
     /// Flag every unfinished workflow for re-evaluation (a macro broadcast);
     /// replies with how many were flagged.

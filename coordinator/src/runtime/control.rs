@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use caucus_shared::messages::BatchTrigger;
 use caucus_shared::nats::ApiError;
@@ -13,8 +13,13 @@ use caucus_shared::task::TaskEvent;
 use super::batch::{BatchLoadError, BatchManager, BatchPauseArgs, BatchResumeArgs};
 use super::pause::PauseManager;
 use super::publish::alert;
+use super::views::{pause_view, state_view};
 use crate::engine::Engine;
 use crate::workflow::{EventOutcome, PauseOutcome, PauseSpec, ResumeError, WorkflowRecord};
+
+use caucus_shared::api::coordinator::control::{
+    BatchStatusReply, PauseOutcome as OutcomeView, PauseReply, ResumeReply,
+};
 
 // The request bodies and error codes are the API's (shared::api).
 pub use caucus_shared::api::coordinator::control::{
@@ -37,6 +42,17 @@ pub enum ControlOp {
     BatchStatus(BatchStatusArgs),
     /// A correlator's trigger.
     BatchTrigger(BatchTrigger),
+}
+
+/// The scheduler's answer to a [`ControlOp`].
+#[derive(Debug, Clone)]
+pub enum ControlReply {
+    /// To a pause.
+    Pause(PauseReply),
+    /// To a resume.
+    Resume(ResumeReply),
+    /// To a batch operation (or a correlator's trigger): the batch.
+    Batch(BatchStatusReply),
 }
 
 /// Pause and batch state of the leader.
@@ -91,18 +107,24 @@ impl Control {
         dirty: &mut HashSet<String>,
         capacity: &HashMap<String, usize>,
         now: DateTime<Utc>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<ControlReply, ApiError> {
         match op {
-            ControlOp::Pause(a) => self.pause(a, engine, dirty, now),
-            ControlOp::Resume(a) => self.resume(a, engine, dirty, now),
-            ControlOp::BatchPause(a) => self.batches.pause(a, engine, dirty, now),
-            ControlOp::BatchTrigger(t) => self.batches.trigger(t, engine, dirty, now),
+            ControlOp::Pause(a) => self.pause(a, engine, dirty, now).map(ControlReply::Pause),
+            ControlOp::Resume(a) => self.resume(a, engine, dirty, now).map(ControlReply::Resume),
+            ControlOp::BatchPause(a) => self
+                .batches
+                .pause(a, engine, dirty, now)
+                .map(ControlReply::Batch),
+            ControlOp::BatchTrigger(t) => self
+                .batches
+                .trigger(t, engine, dirty, now)
+                .map(ControlReply::Batch),
             ControlOp::BatchResume(a) => {
                 let id = self.batches.resume(a, engine, now)?;
                 self.drive(engine, capacity, dirty, now);
-                self.batches.status(&id)
+                self.batches.status(&id).map(ControlReply::Batch)
             }
-            ControlOp::BatchStatus(a) => self.batches.status(&a.batch_id),
+            ControlOp::BatchStatus(a) => self.batches.status(&a.batch_id).map(ControlReply::Batch),
         }
     }
 
@@ -112,7 +134,7 @@ impl Control {
         engine: &mut Engine,
         dirty: &mut HashSet<String>,
         now: DateTime<Utc>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<PauseReply, ApiError> {
         let id = target(engine, &a.workflow_id, &a.item)?.workflow_id.clone();
         let spec = PauseSpec {
             reason: a.reason.unwrap_or_else(|| "paused by request".into()),
@@ -126,18 +148,18 @@ impl Control {
             .map_err(illegal)?;
         dirty.insert(id.clone());
         let rec = engine.get(&id).expect("held");
-        Ok(json!({
-            "workflow_id": id,
-            "item": rec.item,
-            "state": rec.state,
-            "outcome": match outcome {
-                PauseOutcome::Pausing => "pausing",
-                PauseOutcome::Paused => "paused",
-                PauseOutcome::AlreadyPaused => "already_paused",
+        Ok(PauseReply {
+            item: rec.item.clone(),
+            state: state_view(rec.state),
+            outcome: match outcome {
+                PauseOutcome::Pausing => OutcomeView::Pausing,
+                PauseOutcome::Paused => OutcomeView::Paused,
+                PauseOutcome::AlreadyPaused => OutcomeView::AlreadyPaused,
             },
-            "in_flight": rec.in_flight(),
-            "pause": rec.pause,
-        }))
+            in_flight: rec.in_flight(),
+            pause: rec.pause.as_ref().map(pause_view),
+            workflow_id: id,
+        })
     }
 
     fn resume(
@@ -146,7 +168,7 @@ impl Control {
         engine: &mut Engine,
         dirty: &mut HashSet<String>,
         now: DateTime<Utc>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<ResumeReply, ApiError> {
         let rec = target(engine, &a.workflow_id, &a.item)?;
         rec.check_resume().map_err(illegal)?;
         let id = rec.workflow_id.clone();
@@ -158,14 +180,15 @@ impl Control {
         };
         let checkpoint_id = pause.as_ref().and_then(|p| p.checkpoint_id.clone());
         if a.dry_run {
-            return Ok(json!({
-                "workflow_id": id,
-                "item": item,
-                "dry_run": true,
-                "state": rec.state,
-                "checkpoint_id": checkpoint_id,
-                "plan": plan,
-            }));
+            return Ok(ResumeReply {
+                workflow_id: id,
+                item,
+                dry_run: true,
+                state: state_view(rec.state),
+                checkpoint_id,
+                plan,
+                renewed: None,
+            });
         }
         let renewed = engine
             .resume(&id, &plan, now)
@@ -187,15 +210,15 @@ impl Control {
                 .queue_alert("info", card, format!("alert:resumed:{id}.{seq}"));
         }
         let rec = engine.get(&id).expect("held");
-        Ok(json!({
-            "workflow_id": id,
-            "item": item,
-            "dry_run": false,
-            "state": rec.state,
-            "checkpoint_id": checkpoint_id,
-            "plan": plan,
-            "renewed": renewed,
-        }))
+        Ok(ResumeReply {
+            workflow_id: id,
+            item,
+            dry_run: false,
+            state: state_view(rec.state),
+            checkpoint_id,
+            plan,
+            renewed: Some(renewed),
+        })
     }
 
     fn drive(

@@ -3,28 +3,31 @@
 //! `coordinator.batch_status`: hand the typed request to the scheduler,
 //! answer with its typed reply.
 
-use serde_json::Value;
-
-use caucus_shared::api::client::decode_reply;
 use caucus_shared::api::coordinator::control::{
-    BatchPause, BatchResume, BatchStatus, Pause, Resume,
+    BatchPause, BatchResume, BatchStatus, BatchStatusReply, Pause, PauseReply, Resume, ResumeReply,
 };
 use caucus_shared::api::Operation;
 use caucus_shared::nats::ApiError;
 
 use super::commands::{ask, Command, SchedulerHandle};
-use super::control::ControlOp;
+use super::control::{ControlOp, ControlReply};
 
-/// Runs `op` on the leader's scheduler and reads its answer as `O`'s reply.
+/// Runs `op` on the leader's scheduler; `reply_of` picks `O`'s reply out
+/// of the scheduler's answer.
 pub async fn call<O: Operation>(
     op: ControlOp,
+    reply_of: fn(ControlReply) -> Option<O::Reply>,
     scheduler: impl FnOnce() -> Result<SchedulerHandle, ApiError>,
 ) -> Result<O::Reply, ApiError> {
     let scheduler = scheduler()?;
-    let reply: Value = ask(&scheduler, |reply| Command::Control { op, reply }).await??;
-    // The scheduler builds the reply; one that does not read as the
-    // operation's type is a bug here, not the caller's.
-    decode_reply::<O>(reply).map_err(|e| ApiError::internal(e.message))
+    let reply = ask(&scheduler, |reply| Command::Control { op, reply }).await??;
+    // Each operation has one kind of answer; another is a bug here.
+    reply_of(reply).ok_or_else(|| {
+        ApiError::internal(format!(
+            "the scheduler answered {} with another reply",
+            O::NAME
+        ))
+    })
 }
 
 /// Registers `O`, whose request `to_op` turns into a control operation.
@@ -32,21 +35,43 @@ fn route<O: Operation>(
     svc: &mut caucus_shared::service::Service,
     slot: &super::SharedScheduler,
     to_op: fn(O::Request) -> ControlOp,
+    reply_of: fn(ControlReply) -> Option<O::Reply>,
 ) {
     let health = svc.context().health.clone();
     let slot = slot.clone();
     svc.op::<O, _, _>(move |req| {
         let slot = slot.clone();
         let health = health.clone();
-        async move { call::<O>(to_op(req), || super::leader_only(&slot, &health)).await }
+        async move { call::<O>(to_op(req), reply_of, || super::leader_only(&slot, &health)).await }
     });
+}
+
+fn pause_reply(r: ControlReply) -> Option<PauseReply> {
+    match r {
+        ControlReply::Pause(p) => Some(p),
+        _ => None,
+    }
+}
+
+fn resume_reply(r: ControlReply) -> Option<ResumeReply> {
+    match r {
+        ControlReply::Resume(p) => Some(p),
+        _ => None,
+    }
+}
+
+fn batch_reply(r: ControlReply) -> Option<BatchStatusReply> {
+    match r {
+        ControlReply::Batch(b) => Some(b),
+        _ => None,
+    }
 }
 
 /// Registers the pause, resume and batch operations (the leader answers).
 pub fn routes(svc: &mut caucus_shared::service::Service, slot: super::SharedScheduler) {
-    route::<Pause>(svc, &slot, ControlOp::Pause);
-    route::<Resume>(svc, &slot, ControlOp::Resume);
-    route::<BatchPause>(svc, &slot, ControlOp::BatchPause);
-    route::<BatchResume>(svc, &slot, ControlOp::BatchResume);
-    route::<BatchStatus>(svc, &slot, ControlOp::BatchStatus);
+    route::<Pause>(svc, &slot, ControlOp::Pause, pause_reply);
+    route::<Resume>(svc, &slot, ControlOp::Resume, resume_reply);
+    route::<BatchPause>(svc, &slot, ControlOp::BatchPause, batch_reply);
+    route::<BatchResume>(svc, &slot, ControlOp::BatchResume, batch_reply);
+    route::<BatchStatus>(svc, &slot, ControlOp::BatchStatus, batch_reply);
 }

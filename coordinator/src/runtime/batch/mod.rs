@@ -145,18 +145,12 @@ impl BatchManager {
     }
 
     /// The `batch_status` reply of `batch_id`.
-    pub fn status_reply(&self, batch_id: &str) -> Result<BatchStatusReply, ApiError> {
+    pub fn status(&self, batch_id: &str) -> Result<BatchStatusReply, ApiError> {
         let (b, _) = self
             .batches
             .get(batch_id)
             .ok_or_else(|| ApiError::not_found(format!("no batch `{batch_id}`")))?;
         Ok(status_reply(b))
-    }
-
-    /// [`BatchManager::status_reply`] as the JSON the scheduler answers.
-    pub fn status(&self, batch_id: &str) -> Result<serde_json::Value, ApiError> {
-        let reply = self.status_reply(batch_id)?;
-        serde_json::to_value(reply).map_err(|e| ApiError::internal(e.to_string()))
     }
 }
 

@@ -4,12 +4,10 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use chrono::{DateTime, Utc};
-use serde_json::Value;
-
-use caucus_shared::api::coordinator::control::CODE_BATCH_STOPPED;
+use caucus_shared::api::coordinator::control::{BatchStatusReply, CODE_BATCH_STOPPED};
 use caucus_shared::messages::BatchTrigger;
 use caucus_shared::nats::ApiError;
+use chrono::{DateTime, Utc};
 
 use super::logic::{BatchItem, BatchRecord, BatchState, ItemState, BATCH_SCHEMA_VERSION};
 use super::{latest_by_item, BatchManager, BatchPauseArgs};
@@ -55,7 +53,7 @@ impl BatchManager {
         engine: &mut Engine,
         dirty: &mut HashSet<String>,
         now: DateTime<Utc>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<BatchStatusReply, ApiError> {
         if args.items.is_empty() && args.workflow_ids.is_empty() {
             return Err(ApiError::bad_request(
                 "name the `items` or `workflow_ids` to pause",
@@ -98,7 +96,7 @@ impl BatchManager {
         engine: &mut Engine,
         dirty: &mut HashSet<String>,
         now: DateTime<Utc>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<BatchStatusReply, ApiError> {
         let batch_id = match &t.batch_id {
             Some(id) => {
                 valid_id(id)?;

@@ -17,6 +17,8 @@ use crate::engine::AgentLoad;
 use crate::workflow::{TaskRecord, TaskRunState, WorkflowRecord, WorkflowState};
 
 mod records;
+
+pub(crate) use records::pause_view;
 mod research;
 
 #[cfg(test)]
@@ -118,7 +120,8 @@ pub fn status_reply(
     }
 }
 
-fn state_view(s: WorkflowState) -> StateView {
+/// The API spelling of a workflow's state.
+pub(crate) fn state_view(s: WorkflowState) -> StateView {
     match s {
         WorkflowState::Pending => StateView::Pending,
         WorkflowState::Running => StateView::Running,

@@ -14,7 +14,8 @@ use crate::workflow::{
     WorkflowFlag,
 };
 
-pub(super) fn pause_view(p: &PauseInfo) -> PauseView {
+/// The API view of a workflow's pause.
+pub(crate) fn pause_view(p: &PauseInfo) -> PauseView {
     PauseView {
         seq: p.seq,
         reason: p.reason.clone(),
