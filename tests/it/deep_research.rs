@@ -654,7 +654,7 @@ async fn an_exec_discovery_agent_drives_a_complete_run() {
     );
     let api = Api::connect(&stack).await;
     let id = api
-        .submit(&["heat pumps"], json!("deep-research"), 100)
+        .submit(&["heat pumps"], json!("deep-research"), 400)
         .await
         .remove(0);
     let w = finished(&api, &id).await;
