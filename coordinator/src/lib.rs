@@ -9,6 +9,7 @@
 //! - [`research`]: the deep-research phases, gates, isolation and audit.
 
 pub mod engine;
+mod hooks;
 pub mod patterns;
 pub mod pipeline;
 pub mod planner;

@@ -17,6 +17,7 @@
 pub mod audit;
 pub mod gates;
 mod hook;
+pub(crate) use hook::ResearchHook;
 pub mod isolation;
 pub mod phase;
 pub mod runtime;

@@ -470,3 +470,26 @@ impl WorkflowRecord {
             .map(|v| (LEVEL_REVIEW_INPUT, v))
     }
 }
+
+/// Level review's part in the record's transitions: the previous level's
+/// review is an input of the next level's tasks, and a level's tasks wait
+/// for the review gate of the levels before them.
+pub(crate) struct LevelReviewHook;
+
+impl super::RecordHook for LevelReviewHook {
+    fn task_input(&self, rec: &WorkflowRecord, stage: &str) -> Option<(&'static str, Value)> {
+        rec.level_review_input(stage)
+    }
+
+    fn before_promote(&self, rec: &mut WorkflowRecord) -> super::Promotion {
+        let (ready, levels) = rec.advance_level_reviews();
+        let admits: Option<super::hooks::Admits> = if levels.is_empty() {
+            None
+        } else {
+            Some(Box::new(move |rec: &WorkflowRecord, stage: &str| {
+                rec.level_gate_open(stage, &levels)
+            }))
+        };
+        super::Promotion { ready, admits }
+    }
+}

@@ -5,6 +5,7 @@
 
 mod build;
 mod gate;
+mod hooks;
 mod level_review;
 mod level_review_output;
 mod pause;
@@ -18,6 +19,8 @@ pub use gate::{
     GateAction, GateDecision, GateError, GateNotice, GateOutcome, GateRequest, GateState,
     GateTimers, RerunEstimate, RerunOutcome, RerunRecord, RerunRequest, GATE_AGENT,
 };
+pub(crate) use hooks::{Promotion, RecordHook};
+pub(crate) use level_review::LevelReviewHook;
 pub use level_review::{
     detect_conflicts, is_review_stage, modified_resources, needs_review, review_key, stage_levels,
     Conflict, LevelContext, LevelOutcome, LevelReviewMode, LevelReviewPolicy, LevelReviewState,

@@ -173,7 +173,9 @@ impl WorkflowRecord {
                 self.pause = Some(p);
                 self.state = WorkflowState::Pausing;
                 self.updated_at = now;
-                self.research_on_pause(&spec.trigger_source, &spec.reason, now);
+                for hook in crate::hooks::record_hooks() {
+                    hook.on_pause(self, &spec.trigger_source, &spec.reason, now);
+                }
                 Ok(if self.settle_pause(now) {
                     PauseOutcome::Paused
                 } else {

@@ -309,7 +309,9 @@ impl WorkflowRecord {
         self.failure = None;
         self.state = WorkflowState::Running;
         self.updated_at = now;
-        self.research_on_resume(paused_since, &renewed, now);
+        for hook in crate::hooks::record_hooks() {
+            hook.on_resume(self, paused_since, &renewed, now);
+        }
         Ok(renewed)
     }
 }

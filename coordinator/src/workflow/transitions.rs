@@ -10,6 +10,7 @@ use caucus_shared::task::{TaskDispatch, TaskEvent, TaskStatus, TASK_SCHEMA_VERSI
 
 use super::build::task_key;
 use super::{PauseSpec, StageDef, TaskRunState, Tier, TierRules, WorkflowRecord, WorkflowState};
+use crate::hooks::record_hooks;
 use crate::workflow::tiers::FailureFacts;
 
 /// What to do after a failed attempt.
@@ -141,8 +142,10 @@ impl WorkflowRecord {
             };
             out.insert(dep.clone(), v);
         }
-        if let Some((k, v)) = self.level_review_input(&stage.name) {
-            out.insert(k.to_string(), v);
+        for hook in record_hooks() {
+            if let Some((k, v)) = hook.task_input(self, &stage.name) {
+                out.insert(k.to_string(), v);
+            }
         }
         // Settled assumptions (debates, gate overrides) win over what the
         // task's own analysis would assume.
@@ -244,8 +247,8 @@ impl WorkflowRecord {
                     t.started_at = ev.started_at.or(Some(ev.at));
                 }
                 self.updated_at = now;
-                if self.research.is_some() {
-                    self.research_on_started(&key, ev, now);
+                for hook in record_hooks() {
+                    hook.on_started(self, &key, ev, now);
                 }
                 EventOutcome::Started
             }
@@ -258,15 +261,17 @@ impl WorkflowRecord {
                 t.output_key = None;
                 t.error = None;
                 self.updated_at = now;
-                if self.research.is_some() {
-                    // The phase's gate decides before anything downstream starts.
-                    self.research_on_completed(&key, now);
-                    if self.state.is_terminal() {
-                        return EventOutcome::Completed {
-                            newly_ready: Vec::new(),
-                            workflow_completed: self.state == WorkflowState::Completed,
-                        };
-                    }
+                // A hook (research's quality gate) decides before anything
+                // downstream starts, and may end the workflow.
+                let mut ended = false;
+                for hook in record_hooks() {
+                    ended |= hook.on_completed(self, &key, now);
+                }
+                if ended {
+                    return EventOutcome::Completed {
+                        newly_ready: Vec::new(),
+                        workflow_completed: self.state == WorkflowState::Completed,
+                    };
                 }
                 let (newly_ready, workflow_completed) = self.after_completion(now);
                 EventOutcome::Completed {
@@ -310,10 +315,13 @@ impl WorkflowRecord {
                 }
                 t.state = TaskRunState::Failed;
                 t.finished_at = Some(ev.at);
-                if self.research_isolates(&key) {
+                if let Some(hook) = record_hooks()
+                    .iter()
+                    .find(|h| h.absorbs_failure(self, &key))
+                {
                     // Seed 004: a failed stream is marked, not retried, and
                     // the run continues with the others if the gate allows.
-                    self.research_on_stream_failed(&key, now);
+                    hook.on_absorbed_failure(self, &key, now);
                     let newly_ready = if self.state.is_terminal() {
                         Vec::new()
                     } else {
@@ -347,15 +355,24 @@ impl WorkflowRecord {
     /// reviews, whose earlier levels passed their review gate) become
     /// ready; a completed level may first get its review task.
     pub(crate) fn promote_waiting(&mut self) -> Vec<String> {
-        let (reviews, levels) = self.advance_level_reviews();
-        let done = |rec: &WorkflowRecord, stage: &str| match &rec.research {
-            // A research stage is done when its quality gate passed.
-            Some(r) => r.passed.contains(stage),
-            None => rec
-                .tasks
-                .values()
-                .filter(|t| t.stage == stage)
-                .all(|t| t.state == TaskRunState::Completed),
+        let hooks = record_hooks();
+        let mut made_ready = Vec::new();
+        let mut holds = Vec::new();
+        for hook in hooks {
+            let p = hook.before_promote(self);
+            made_ready.extend(p.ready);
+            holds.extend(p.admits);
+        }
+        let done = |rec: &WorkflowRecord, stage: &str| {
+            hooks
+                .iter()
+                .find_map(|h| h.stage_done(rec, stage))
+                .unwrap_or_else(|| {
+                    rec.tasks
+                        .values()
+                        .filter(|t| t.stage == stage)
+                        .all(|t| t.state == TaskRunState::Completed)
+                })
         };
         let promote: Vec<String> = self
             .tasks
@@ -364,7 +381,7 @@ impl WorkflowRecord {
             .filter(|(_, t)| {
                 self.stage(&t.stage)
                     .is_some_and(|s| s.depends_on.iter().all(|d| done(self, d)))
-                    && self.level_gate_open(&t.stage, &levels)
+                    && holds.iter().all(|admits| admits(self, &t.stage))
             })
             .map(|(k, _)| k.clone())
             .collect();
@@ -374,7 +391,7 @@ impl WorkflowRecord {
             }
         }
         let mut promote = promote;
-        promote.extend(reviews);
+        promote.extend(made_ready);
         promote
     }
 
