@@ -163,6 +163,31 @@ async fn the_builtin_pipeline_holds_at_its_gate_until_a_person_approves() {
     );
     assert_eq!(pkg["can_approve"], true, "{pkg}");
 
+    // An outside service's finding about this workflow that leaves out
+    // fields (no confidence, evidence as text) is listed, not dropped:
+    // the person reviewing must see it.
+    crate::common::publish_envelope(
+        &api,
+        "caucus.findings.MSFT",
+        json!({"id": "outside-1", "from_agent": "risk_desk", "to_agent": "all",
+               "message_type": "finding", "correlation_id": wf,
+               "content": {"finding": "Supplier strike", "evidence": "a memo"}}),
+    )
+    .await;
+    let pkg = call(&api, "gate", json!({"workflow_id": wf}))
+        .await
+        .unwrap();
+    let outside: Vec<&Value> = pkg["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["from_agent"] == "risk_desk")
+        .collect();
+    assert_eq!(outside.len(), 1, "{}", pkg["findings"]);
+    assert_eq!(outside[0]["finding"], "Supplier strike");
+    assert!(outside[0]["confidence"].is_null(), "{}", outside[0]);
+    assert_eq!(outside[0]["evidence"], json!([]));
+
     // Errors are specific and change nothing.
     let e = call(
         &api,

@@ -112,7 +112,7 @@ pub fn render_decision_package(p: &DecisionPackage) -> String {
             "  [{}] {} (confidence {}){}\n",
             f.from_agent,
             f.finding,
-            num(f.confidence),
+            f.confidence.map_or_else(|| "?".to_string(), num),
             if f.evidence.is_empty() {
                 String::new()
             } else {

@@ -145,12 +145,12 @@ mod tests {
         let f = |id: Option<&str>, v: f64| PackageFinding {
             from_agent: "valuation".into(),
             finding: "target price".into(),
-            confidence: 0.9,
+            confidence: Some(0.9),
             evidence: Vec::new(),
             impact: None,
             metric: None,
             value: Some(json!(v)),
-            timestamp: chrono::Utc::now(),
+            timestamp: Some(chrono::Utc::now()),
             finding_id: id.and_then(finding_id),
         };
         push_finding(&mut out, f(Some("w/valuation@1:finding:0"), 45.41));

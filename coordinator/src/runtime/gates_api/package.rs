@@ -9,9 +9,8 @@ use caucus_shared::api::coordinator::gates::{
 };
 use caucus_shared::api::coordinator::status::TaskState;
 use caucus_shared::api::facilitator::{Debates, DebatesRequest, ProvisionalReply};
-use caucus_shared::envelope::Envelope;
-use caucus_shared::messages::Finding;
 use caucus_shared::nats::api::ApiError;
+use caucus_shared::outputs::{lenient, or_default};
 use caucus_shared::subjects::StreamKind;
 
 use super::super::commands::SchedulerHandle;
@@ -134,12 +133,13 @@ impl GateApi {
             let next = tokio::time::timeout(self.timeout, msgs.next()).await;
             let Ok(Some(Ok(m))) = next else { break };
             seen += 1;
-            let Ok(env) = serde_json::from_slice::<Envelope>(&m.payload) else {
+            // Read leniently: a person reviews this package, so a finding
+            // of an outside service with an odd field is listed with that
+            // field empty rather than left out.
+            let Ok(env) = serde_json::from_slice::<LooseMessage>(&m.payload) else {
                 continue;
             };
-            let Ok(c) = env.content_as::<Finding>() else {
-                continue;
-            };
+            let c = env.content;
             let ours = env.correlation_id.as_deref() == Some(&rec.workflow_id)
                 || c.workflow_id.as_deref() == Some(&rec.workflow_id);
             if !ours {
@@ -151,10 +151,10 @@ impl GateApi {
                 .and_then(|h| h.get("Nats-Msg-Id"))
                 .map(|id| id.as_str());
             let f = PackageFinding {
-                from_agent: env.from_agent,
-                finding: c.finding,
+                from_agent: env.from_agent.unwrap_or_default(),
+                finding: c.finding.unwrap_or_default(),
                 confidence: c.confidence,
-                evidence: c.evidence,
+                evidence: c.evidence.unwrap_or_default(),
                 impact: c.impact,
                 metric: c.metric,
                 value: c.value,
@@ -168,6 +168,39 @@ impl GateApi {
         }
         Ok(out)
     }
+}
+
+/// A message on `caucus.findings.<item>` as the package reads it: any
+/// field may be missing or odd (outside services publish there too).
+#[derive(Debug, Default, serde::Deserialize)]
+struct LooseMessage {
+    #[serde(default, deserialize_with = "lenient")]
+    from_agent: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    correlation_id: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    timestamp: Option<chrono::DateTime<chrono::Utc>>,
+    #[serde(default, deserialize_with = "or_default")]
+    content: LooseFinding,
+}
+
+/// A finding's content as the package reads it.
+#[derive(Debug, Default, serde::Deserialize)]
+struct LooseFinding {
+    #[serde(default, deserialize_with = "lenient")]
+    workflow_id: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    finding: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    confidence: Option<f64>,
+    #[serde(default, deserialize_with = "lenient")]
+    evidence: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "lenient")]
+    impact: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    metric: Option<String>,
+    #[serde(default)]
+    value: Option<serde_json::Value>,
 }
 
 /// A task's state as the API names it.

@@ -74,8 +74,9 @@ pub struct PackageFinding {
     pub from_agent: String,
     /// What was found, in one line.
     pub finding: String,
-    /// How sure the agent is, 0..=1.
-    pub confidence: f64,
+    /// How sure the agent is, 0..=1; null when the message did not say
+    /// (findings from outside services are listed as they came).
+    pub confidence: Option<f64>,
     /// Supporting evidence.
     #[serde(default)]
     pub evidence: Vec<String>,
@@ -88,8 +89,8 @@ pub struct PackageFinding {
     /// Its value (a number, or any JSON such as a rating).
     #[serde(default)]
     pub value: Option<Value>,
-    /// When it was published.
-    pub timestamp: DateTime<Utc>,
+    /// When it was published; null when the message did not say.
+    pub timestamp: Option<DateTime<Utc>>,
     /// Its id across its task's runs (`<task_id>:finding:<index>`), when
     /// the worker's message id states it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
