@@ -54,7 +54,8 @@ pub fn decode<T: DeserializeOwned + Default>(v: &Value) -> Result<T, OutputError
     };
     match m.get("schema_version") {
         None => {}
-        Some(n) if n.as_u64() == Some(u64::from(OUTPUT_SCHEMA_VERSION)) => {}
+        // `1.0` is 1 too (Python's json writes floats so).
+        Some(n) if n.as_f64() == Some(f64::from(OUTPUT_SCHEMA_VERSION)) => {}
         Some(other) => {
             return Err(OutputError::UnsupportedSchemaVersion {
                 found: other.clone(),

@@ -58,4 +58,6 @@ fn another_schema_version_is_refused() {
         "{e}"
     );
     assert!(decode::<DiscoveryOutput>(&json!({"schema_version": 1})).is_ok());
+    assert!(decode::<DiscoveryOutput>(&json!({"schema_version": 1.0})).is_ok());
+    assert!(decode::<DiscoveryOutput>(&json!({"schema_version": "1"})).is_err());
 }
