@@ -62,6 +62,14 @@ pub fn decode<T: DeserializeOwned + Default>(v: &Value) -> Result<T, OutputError
             })
         }
     }
+    if m.get("schema_version")
+        .is_some_and(|n| n.as_u64().is_none())
+    {
+        // Read `1.0` as the integer the types hold.
+        let mut m = m.clone();
+        m.insert("schema_version".into(), OUTPUT_SCHEMA_VERSION.into());
+        return Ok(T::deserialize(&Value::Object(m))?);
+    }
     Ok(T::deserialize(v)?)
 }
 
