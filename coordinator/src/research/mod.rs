@@ -17,7 +17,8 @@
 pub mod audit;
 pub mod gates;
 mod hook;
-pub(crate) use hook::ResearchHook;
+mod record_hook;
+pub(crate) use record_hook::ResearchHook;
 pub mod isolation;
 pub mod phase;
 pub mod runtime;
