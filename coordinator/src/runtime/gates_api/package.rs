@@ -7,7 +7,6 @@ use futures::StreamExt;
 use caucus_shared::api::coordinator::gates::{
     DecisionPackage, GateAction, GateRequest, PackageFinding, PackageTask,
 };
-use caucus_shared::api::coordinator::status::TaskState;
 use caucus_shared::api::facilitator::{Debates, DebatesRequest, ProvisionalReply};
 use caucus_shared::nats::api::ApiError;
 use caucus_shared::outputs::{lenient, or_default};
@@ -16,8 +15,9 @@ use caucus_shared::subjects::StreamKind;
 use super::super::commands::SchedulerHandle;
 use super::super::gates::open_gate;
 use super::super::gates_package::{finding_id, push_finding, rerun_view};
+use super::super::views::task_state_view;
 use super::GateApi;
-use crate::workflow::{TaskRunState, WorkflowRecord};
+use crate::workflow::WorkflowRecord;
 
 /// Findings read into one decision package, at most.
 pub const MAX_PACKAGE_FINDINGS: usize = 500;
@@ -203,19 +203,6 @@ struct LooseFinding {
     value: Option<serde_json::Value>,
 }
 
-/// A task's state as the API names it.
-fn task_state(s: TaskRunState) -> TaskState {
-    match s {
-        TaskRunState::Waiting => TaskState::Waiting,
-        TaskRunState::Ready => TaskState::Ready,
-        TaskRunState::Dispatched => TaskState::Dispatched,
-        TaskRunState::Running => TaskState::Running,
-        TaskRunState::Completed => TaskState::Completed,
-        TaskRunState::Failed => TaskState::Failed,
-        TaskRunState::AwaitingApproval => TaskState::AwaitingApproval,
-    }
-}
-
 /// Every task of the workflow, by key.
 fn tasks(rec: &WorkflowRecord) -> Vec<PackageTask> {
     rec.tasks
@@ -224,7 +211,7 @@ fn tasks(rec: &WorkflowRecord) -> Vec<PackageTask> {
             task: k.clone(),
             stage: t.stage.clone(),
             agent_type: t.agent_type.clone(),
-            state: task_state(t.state),
+            state: task_state_view(t.state),
             finished_at: t.finished_at,
             rerun: t.previous_output.is_some(),
         })

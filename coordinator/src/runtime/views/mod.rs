@@ -133,7 +133,8 @@ pub(crate) fn state_view(s: WorkflowState) -> StateView {
     }
 }
 
-fn task_state_view(s: TaskRunState) -> TaskState {
+/// A task's state as the API names it.
+pub(crate) fn task_state_view(s: TaskRunState) -> TaskState {
     match s {
         TaskRunState::Waiting => TaskState::Waiting,
         TaskRunState::Ready => TaskState::Ready,
