@@ -1,6 +1,7 @@
 //! caucus-shared: everything two caucus processes must agree on.
 //!
-//! - [`envelope`], [`messages`], [`task`]: the wire contract (JSON bodies).
+//! - [`envelope`], [`messages`], [`task`], [`inbound`]: the wire contract
+//!   (JSON bodies).
 //! - [`api`]: the control API's operations, request and reply types, and
 //!   the typed client.
 //! - [`pipeline`]: the pipeline spec's shape (TOML, or JSON inline in requests).
@@ -16,6 +17,7 @@ pub mod config;
 pub mod envelope;
 pub mod error;
 pub mod health;
+pub mod inbound;
 pub mod messages;
 pub mod nats;
 pub mod outputs;

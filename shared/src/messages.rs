@@ -5,6 +5,7 @@
 //! implements [`MessageContent`], which ties it to its message type and adds
 //! the checks serde cannot express (e.g. a confidence within 0..=1).
 
+pub mod addressing;
 mod alert;
 pub mod broadcast;
 mod challenge;
@@ -16,6 +17,7 @@ mod finding;
 mod pause;
 mod validate;
 
+pub use addressing::{addresses, agent_type_of, Addressee};
 pub use alert::Alert;
 pub use broadcast::{
     critical_broadcast, BelowThreshold, BroadcastError, MacroBroadcast, MacroEvent, NotCritical,

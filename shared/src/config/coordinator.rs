@@ -88,6 +88,22 @@ pub struct CoordinatorConfig {
     /// step over between its dispatch rounds, so a large submit never
     /// stalls running work.
     pub submit_chunk: usize,
+    /// Findings one task receives in `inputs.findings`, at most (the most
+    /// recent addressed to its agent type, given oldest first).
+    pub findings_per_task: usize,
+    /// Serialised bytes of one task's `inputs.findings`, at most: older
+    /// findings are left out first.
+    pub findings_bytes_per_task: usize,
+    /// How far back the coordinator reads addressed findings when it takes
+    /// over (older ones reach no task).
+    #[serde(with = "humantime_serde")]
+    pub findings_lookback: Duration,
+    /// Items whose addressed findings are held in memory, at most (the
+    /// least recently addressed are forgotten first).
+    pub findings_items: usize,
+    /// How long a `requires_response` message may wait for its
+    /// `confirmation`, by priority, before an alert card.
+    pub response_timeout: super::responses::ResponseTimeouts,
 }
 
 /// When the coordinator reviews a completed dependency level before the
@@ -222,6 +238,15 @@ impl CoordinatorConfig {
         if self.submission_ttl.is_zero() {
             return bad("coordinator.submission_ttl", "must be above 0".into());
         }
+        if self.findings_items == 0 {
+            return bad("coordinator.findings_items", "must be at least 1".into());
+        }
+        if let Some(p) = self.response_timeout.zero_for() {
+            return bad(
+                "coordinator.response_timeout",
+                format!("`{p}` must be above 0"),
+            );
+        }
         if self.research_max_streams == 0 {
             return bad(
                 "coordinator.research_max_streams",
@@ -290,6 +315,11 @@ impl Default for CoordinatorConfig {
             level_review_agent: "reviewer".into(),
             submission_ttl: day,
             submit_chunk: 250,
+            findings_per_task: 20,
+            findings_bytes_per_task: 32 * 1024,
+            findings_lookback: day,
+            findings_items: 10_000,
+            response_timeout: Default::default(),
         }
     }
 }
@@ -322,6 +352,23 @@ mod duration_list {
 mod tests {
     use super::*;
     use crate::config::ConfigLoader;
+
+    #[test]
+    fn response_timeouts_parse_per_priority_from_env() {
+        let c = ConfigLoader::new()
+            .env(vec![(
+                "CAUCUS_COORDINATOR_RESPONSE_TIMEOUT__HIGH".to_string(),
+                "2s".to_string(),
+            )])
+            .load()
+            .unwrap();
+        let t = c.coordinator.response_timeout;
+        assert_eq!(t.high, Duration::from_secs(2));
+        assert_eq!(
+            t.for_priority(crate::envelope::Priority::Low),
+            Duration::from_secs(86400)
+        );
+    }
 
     #[test]
     fn reminders_parse_from_env_and_round_trip() {

@@ -18,6 +18,7 @@ mod invalid;
 mod layers;
 mod nats;
 mod redis;
+mod responses;
 mod telemetry;
 mod worker;
 
@@ -32,6 +33,7 @@ pub use invalid::InvalidSetting;
 pub use layers::{CommonArgs, ConfigLoader};
 pub use nats::NatsConfig;
 pub use redis::RedisConfig;
+pub use responses::ResponseTimeouts;
 pub use telemetry::{LogFormat, TelemetryConfig};
 pub use worker::WorkerConfig;
 

@@ -59,6 +59,10 @@ pub struct Confirmation {
     /// Evidence for the answer.
     #[serde(default)]
     pub evidence: Vec<String>,
+    /// Whether the addressee used the confirmed finding in its work
+    /// (absent: received, use not reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used: Option<bool>,
     /// Id of the message being confirmed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_reply_to: Option<String>,

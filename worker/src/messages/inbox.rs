@@ -212,6 +212,7 @@ async fn confirm_flush(
         agrees: Some(true),
         confidence: None,
         evidence: Vec::new(),
+        used: None,
         in_reply_to: Some(env.id.clone()),
         note: Some(
             "built-in agent: findings are published when each task ends; no unpublished working memory"
