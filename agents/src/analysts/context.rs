@@ -9,8 +9,15 @@ use super::dataset::{Company, Dataset};
 use super::{AnalystError, Finding};
 
 /// Input keys that carry run-time overrides (or, `level_review`, the
-/// coordinator's review of the previous level) rather than a stage's output.
-pub const RESERVED_INPUTS: [&str; 3] = ["resolved_assumptions", "regime", "level_review"];
+/// coordinator's review of the previous level; `findings`, the findings
+/// other agents and services addressed to this agent type) rather than a
+/// stage's output.
+pub const RESERVED_INPUTS: [&str; 4] = [
+    "resolved_assumptions",
+    "regime",
+    "level_review",
+    caucus_shared::inbound::INPUT_FINDINGS,
+];
 
 /// One analyst's result before the common fields are added.
 #[derive(Debug, Default)]

@@ -19,8 +19,11 @@
 //! `findings` and `upstream` (the outputs of all stages before it, keyed by
 //! stage name, so `report` can show the whole chain although it depends on
 //! `valuation` only). Input keys `resolved_assumptions` and `regime` are
-//! run-time overrides, not stage outputs.
+//! run-time overrides, and `findings` the findings other agents and outside
+//! services addressed to the agent type (valuation applies those about cash
+//! flow, see `applied`), not stage outputs.
 
+mod applied;
 mod business;
 pub mod company;
 mod context;

@@ -21,7 +21,11 @@
 //! `margin_debate`). A resolved margin never opens a debate.
 //!
 //! Reinvestment comes from the data set's last three years: depreciation as a
-//! share of revenue and capex ÷ depreciation. Tax 21 %, terminal growth 2.5 %
+//! share of revenue and capex ÷ depreciation; findings about capex or cash
+//! flow addressed to valuation (`inputs.findings`) raise capex ÷
+//! depreciation (see [`super::applied`]) and are listed in the output's
+//! `applied_findings` (always present, empty when none applied) and its key
+//! figures. Tax 21 %, terminal growth 2.5 %
 //! (params `tax_rate`, `terminal_growth`). Rating: BUY at upside ≥ 15 %
 //! (`buy_upside`), SELL at ≤ −10 % (`sell_downside`), else HOLD.
 
@@ -35,7 +39,7 @@ use super::dcf::{dcf, DcfError, DcfInputs};
 use super::format::{pct, price, pts, signed_pct};
 use super::metrics::{revenue_cagr, round, DEFAULT_TAX_RATE};
 use super::regime::Regime;
-use super::{financial, margin_debate, AnalystError, Finding};
+use super::{applied, financial, margin_debate, AnalystError, Finding};
 
 /// Base discount rates (WACC) per sector before any regime adjustment.
 pub const SECTOR_BASE_RATES: [(&str, f64); 11] = [
@@ -186,6 +190,12 @@ pub(crate) fn analyse(ctx: &Ctx<'_>) -> Result<Analysis, AnalystError> {
         ));
     }
 
+    // Findings addressed to valuation that concern cash flow raise the
+    // reinvestment ratio (see `applied`).
+    let base_capex_ratio = capex / depreciation;
+    let findings_in = caucus_shared::inbound::input_findings(&ctx.task.inputs);
+    let capex_adj = applied::adjust_capex(&findings_in, base_capex_ratio);
+
     let regime = Regime::from_task(ctx.input("regime"), ctx.param_value("regime"))?;
     let (base_rate, base_source) = sector_base_rate(ctx, &c.sector)?;
     let adjustment = regime.discount_adjustment(&c.sector);
@@ -200,7 +210,7 @@ pub(crate) fn analyse(ctx: &Ctx<'_>) -> Result<Analysis, AnalystError> {
         operating_margin: margin,
         tax_rate: ctx.param_f64("tax_rate", DEFAULT_TAX_RATE)?,
         depreciation_pct: depreciation / revenue,
-        capex_to_depreciation: capex / depreciation,
+        capex_to_depreciation: capex_adj.ratio,
         discount_rate,
         terminal_growth: ctx.param_f64("terminal_growth", 0.025)?,
         years: FORECAST_YEARS,
@@ -304,6 +314,7 @@ pub(crate) fn analyse(ctx: &Ctx<'_>) -> Result<Analysis, AnalystError> {
             "terminal_growth": inputs.terminal_growth,
             "depreciation_pct": round(inputs.depreciation_pct, 6),
             "capex_to_depreciation": round(inputs.capex_to_depreciation, 6),
+            "capex_to_depreciation_dataset": round(base_capex_ratio, 6),
             "discount_rate": round(discount_rate, 6),
             "discount_rate_source": rate_source,
             "discount_rate_base": base_rate,
@@ -387,6 +398,10 @@ pub(crate) fn analyse(ctx: &Ctx<'_>) -> Result<Analysis, AnalystError> {
         "Sensitivity",
         format!("{} per +1 pt margin", price(per_margin_point)),
     );
+    for f in &capex_adj.applied {
+        a.figure("Finding applied", f.how.clone());
+    }
+    a.set("applied_findings", json!(capex_adj.applied));
 
     let confidence = (0.75 - 2.0 * disagreement.unwrap_or(0.0)).clamp(0.4, 0.75);
     a.findings.push(Finding {
@@ -411,4 +426,105 @@ pub(crate) fn analyse(ctx: &Ctx<'_>) -> Result<Analysis, AnalystError> {
         value: Some(target),
     });
     Ok(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use caucus_shared::inbound::{AppliedFinding, INPUT_FINDINGS};
+    use caucus_shared::task::TaskDispatch;
+    use serde_json::{json, Value};
+
+    use crate::analysts::{run, Dataset};
+
+    fn valuation_task(inputs: BTreeMap<String, Value>) -> TaskDispatch {
+        serde_json::from_value(json!({
+            "task_id": "wf-AAPL/valuation", "workflow_id": "wf-AAPL",
+            "item": "AAPL", "pipeline": "stock-analysis", "stage": "valuation",
+            "agent_type": "valuation", "attempt": 1, "inputs": inputs,
+            "dispatched_at": "2025-11-16T10:30:00Z"
+        }))
+        .unwrap()
+    }
+
+    fn with_findings(findings: Value) -> BTreeMap<String, Value> {
+        BTreeMap::from([(INPUT_FINDINGS.to_string(), findings)])
+    }
+
+    fn finding(id: &str, text: &str, impact: &str) -> Value {
+        json!({
+            "id": id, "from_agent": "financial_analyst", "to_agent": "valuation_agent",
+            "priority": "high", "requires_response": true,
+            "content": {"finding": text, "confidence": 0.85, "evidence": ["10-K p.47"], "impact": impact},
+            "stored_at": "2026-11-25T10:00:00Z"
+        })
+    }
+
+    fn applied(out: &Value) -> Vec<AppliedFinding> {
+        serde_json::from_value(out["applied_findings"].clone()).unwrap()
+    }
+
+    #[test]
+    fn a_capex_finding_lowers_the_target_price_and_is_listed() {
+        let data = Dataset::bundled().unwrap();
+        let base = run("valuation", &valuation_task(BTreeMap::new()), data).unwrap();
+        let seed = finding(
+            "f-capex",
+            "Abnormal capex increase",
+            "Adjust FCF projections",
+        );
+        let with = run(
+            "valuation",
+            &valuation_task(with_findings(json!([seed]))),
+            data,
+        )
+        .unwrap();
+        let price = |o: &Value| o["target_price"].as_f64().unwrap();
+        assert!(
+            price(&with.output) < price(&base.output),
+            "more capex means less free cash flow: {} vs {}",
+            price(&with.output),
+            price(&base.output)
+        );
+        assert!(applied(&base.output).is_empty());
+        let list = applied(&with.output);
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].finding_id, "f-capex");
+        assert!(
+            list[0].how.starts_with("raised capex to ")
+                && list[0]
+                    .how
+                    .ends_with("per financial_analyst: Abnormal capex increase, confidence 0.85"),
+            "{}",
+            list[0].how
+        );
+        let ratio = |o: &Value| o["assumptions"]["capex_to_depreciation"].as_f64().unwrap();
+        let dataset_ratio = with.output["assumptions"]["capex_to_depreciation_dataset"]
+            .as_f64()
+            .unwrap();
+        assert!((ratio(&with.output) - dataset_ratio * 1.1275).abs() < 1e-5);
+        assert_eq!(ratio(&base.output), dataset_ratio);
+        let figures = with.output["key_figures"].as_array().unwrap();
+        assert!(figures
+            .iter()
+            .any(|f| f["label"] == "Finding applied" && f["value"] == json!(list[0].how)));
+        // The findings input is not mistaken for an upstream stage.
+        assert!(with.output["upstream"].get(INPUT_FINDINGS).is_none());
+    }
+
+    #[test]
+    fn an_unrelated_finding_changes_nothing() {
+        let data = Dataset::bundled().unwrap();
+        let base = run("valuation", &valuation_task(BTreeMap::new()), data).unwrap();
+        let other = finding("f-ceo", "New CEO appointed", "Watch guidance");
+        let with = run(
+            "valuation",
+            &valuation_task(with_findings(json!([other]))),
+            data,
+        )
+        .unwrap();
+        assert_eq!(with.output["target_price"], base.output["target_price"]);
+        assert!(applied(&with.output).is_empty());
+    }
 }
