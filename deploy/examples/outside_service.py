@@ -9,8 +9,8 @@
    on caucus.msg.valuation) and waits for the answer finding on
    caucus.findings.AAPL and the confirmation.
 
-The finding reaches valuation's next task for AAPL (the request's task is
-one, or run `caucus submit AAPL`). pip install nats-py;
+The finding reaches valuation's next task for AAPL: start one with
+`caucus submit AAPL` once it is published. pip install nats-py;
 CAUCUS_NATS_URL=nats://127.0.0.1:4222 python3 outside_service.py
 """
 import asyncio
@@ -90,7 +90,8 @@ async def main() -> None:
         "finding": "Abnormal capex increase", "confidence": 0.85, "evidence": ["10-K p.47"],
         "impact": "Adjust FCF projections", "item": ITEM})
     await publish(f"{PREFIX}.findings.{encode_token(ITEM)}", finding)
-    print("finding", finding["id"], "published; waiting for valuation's next AAPL task")
+    print("finding", finding["id"], "published; waiting for valuation's next AAPL task"
+          " (start one: caucus submit AAPL)")
     conf = await seen.first("confirmation of the finding", message_type="confirmation",
                             correlation_id=finding["id"])
     print("confirmation:", json.dumps(conf["content"]))
