@@ -28,7 +28,7 @@ pub use content::{Content, MessageContent};
 pub use debate::{
     DebateAck, DebateEscalation, DebateEvidence, DebateResolution, DebateVerdict, ResolutionMethod,
 };
-pub use exchange::{Confirmation, Request};
+pub use exchange::{Confirmation, Request, FLUSH_WORKING_MEMORY};
 pub use failure::{AgentFailureEvent, BatchTrigger, CorrelationDetected};
 pub use finding::{Finding, FindingWithPrecedent, HistoricalContext, SimilarPattern};
 pub use pause::{BatchPauseRequest, PauseComplete, PauseRequest, ResumeCommand, ResumePlan};

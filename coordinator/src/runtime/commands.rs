@@ -104,6 +104,21 @@ pub enum Command {
         /// The count.
         reply: oneshot::Sender<usize>,
     },
+    /// An addressed finding read from `caucus.findings.<item>`: held for
+    /// the addressee's next tasks of the item, and flagging the item's
+    /// unfinished workflows when it arrived after the addressee's task
+    /// (high or critical only). Replies with how many workflows were
+    /// flagged (stored before the reply), or why the addressee is unknown.
+    Finding {
+        /// The item (from the subject).
+        item: String,
+        /// Who it is for.
+        addressee: caucus_shared::messages::Addressee,
+        /// It, as tasks receive it.
+        finding: caucus_shared::inbound::InputFinding,
+        /// Workflows flagged, or the reason it is unaddressable.
+        reply: oneshot::Sender<Result<usize, String>>,
+    },
     /// Gate decisions, re-runs and listings.
     Gate {
         /// The operation.

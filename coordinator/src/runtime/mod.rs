@@ -160,6 +160,29 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
         broadcasts::ensure_consumer(&deps.js, &deps.subjects, deps.config.worker.ack_wait)
             .await
             .map_err(CoordinatorError::Consumer)?;
+    let findings_consumer =
+        inbound::findings::ensure_consumer(&deps.js, &deps.subjects, deps.config.worker.ack_wait)
+            .await
+            .map_err(CoordinatorError::Consumer)?;
+    let messages_consumer =
+        inbound::messages::ensure_consumer(&deps.js, &deps.subjects, deps.config.worker.ack_wait)
+            .await
+            .map_err(CoordinatorError::Consumer)?;
+    let responses = inbound::ResponseStore::new(
+        ensure_kv(
+            &deps.js,
+            &deps.subjects,
+            inbound::RESPONSES_BUCKET,
+            1,
+            cfg.findings_lookback,
+            deps.config.nats.replicas,
+        )
+        .await
+        .map_err(|source| CoordinatorError::Bucket {
+            bucket: inbound::RESPONSES_BUCKET,
+            source,
+        })?,
+    );
     // The highest fencing epoch this instance has seen in the records: a
     // Redis that lost its data restarts its counter, and epochs must still
     // rise (docs/RELIABILITY.md).
@@ -229,6 +252,7 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             checkpoints::CheckpointStore::new(checkpoints_kv.clone()),
             cfg.into(),
         ))
+        .with_requests(requests::RequestAnswers::new(&deps))
         .with_lease(held.clone())
         .with_tasks(deps.tasks.clone())
         .with_silence(deps.config.worker.ack_wait + deps.config.worker.lease_ttl);
@@ -255,6 +279,7 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
                 continue;
             }
         }
+        sched.set_findings(fill_findings(&deps).await);
         let (tx, rx) = mpsc::channel(1024);
         sched.set_handle(tx.clone());
         *current.write().expect("scheduler slot") = Some(tx.clone());
@@ -329,6 +354,27 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
                 term.clone(),
             ),
         );
+        let inbound = inbound::Inbound {
+            js: deps.js.clone(),
+            subjects: deps.subjects.clone(),
+            dlq: Dlq::new(deps.js.clone(), deps.subjects.clone()),
+            max_bytes: deps.config.max_body_bytes,
+            clock: deps.clock.clone(),
+            scheduler: tx.clone(),
+            responses: responses.clone(),
+            pending: Default::default(),
+            timeouts: cfg.response_timeout,
+            requests: requests::RequestIntake::new(&deps, store.clone(), tx.clone()),
+        };
+        tasks.spawn(
+            "findings",
+            inbound::findings::run(findings_consumer.clone(), inbound.clone(), term.clone()),
+        );
+        tasks.spawn(
+            "messages",
+            inbound::messages::run(messages_consumer.clone(), inbound.clone(), term.clone()),
+        );
+        tasks.spawn("responses", inbound::watch(inbound, cfg.tick, term.clone()));
         drop(tx);
         let scheduling = async {
             sched.run(rx, term.clone()).await;
@@ -348,6 +394,35 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
         tracing::warn!("stepped down; standing by");
     }
     Ok(())
+}
+
+/// The findings index of a new term, filled from the stream's last
+/// `coordinator.findings_lookback` (empty, with a warning, when the stream
+/// cannot be read: findings stored from now on still reach tasks).
+async fn fill_findings(deps: &CoordinatorDeps) -> inbound::FindingsIndex {
+    let cfg = &deps.config.coordinator;
+    let mut index = inbound::FindingsIndex::new(
+        cfg.findings_items,
+        inbound::TaskLimits {
+            count: cfg.findings_per_task,
+            bytes: cfg.findings_bytes_per_task,
+        },
+    );
+    let since = deps.clock.now()
+        - chrono::Duration::from_std(cfg.findings_lookback).unwrap_or(chrono::Duration::MAX);
+    if let Err(e) = inbound::replay::fill(
+        &deps.js,
+        &deps.subjects,
+        since,
+        deps.config.max_body_bytes,
+        deps.config.nats.request_timeout,
+        &mut index,
+    )
+    .await
+    {
+        tracing::warn!(error = %e, "findings index not filled from the stream; new findings still reach tasks");
+    }
+    index
 }
 
 /// Builds the deps from a service context.

@@ -56,18 +56,7 @@ fn nats_err(what: &str) -> impl Fn(&dyn std::fmt::Display) -> ReplayError + '_ {
     move |e| ReplayError::Nats(format!("{what}: {e}"))
 }
 
-/// `time` → `chrono`.
-pub fn to_chrono(t: time::OffsetDateTime) -> DateTime<Utc> {
-    let nanos = i64::try_from(t.unix_timestamp_nanos()).unwrap_or(i64::MAX);
-    DateTime::from_timestamp_nanos(nanos)
-}
-
-/// `chrono` → `time` (clamped to the Unix epoch).
-pub fn to_time(t: DateTime<Utc>) -> time::OffsetDateTime {
-    let nanos = t.timestamp_nanos_opt().unwrap_or(0).max(0);
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(nanos))
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
-}
+pub use caucus_shared::clock::{to_chrono, to_time};
 
 fn delta(d: Duration) -> TimeDelta {
     TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)

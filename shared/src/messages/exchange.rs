@@ -8,6 +8,10 @@ use super::validate::{non_empty, opt_unit_interval};
 use super::{MessageContent, ValidationError};
 use crate::envelope::MessageType;
 
+/// The `query` of the facilitator's pre-debate flush request, which
+/// agents answer themselves (every other request becomes a task).
+pub const FLUSH_WORKING_MEMORY: &str = "flush_working_memory";
+
 /// A request for specific analysis (seed: targeted query, scope and
 /// parameters, priority and deadline, context and rationale; the priority is
 /// the envelope's).

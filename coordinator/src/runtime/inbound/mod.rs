@@ -17,8 +17,20 @@
 //! Bodies that do not decode, findings addressed to no known agent type and
 //! requests that cannot be served go to the DLQ with the reason.
 
+mod awaiting;
+pub mod classify;
+mod context;
+pub mod findings;
+pub mod index;
 pub mod late;
+pub mod messages;
+pub mod replay;
 pub mod responses;
+mod watch;
+
+pub use context::Inbound;
+pub use index::{FindingsIndex, TaskLimits};
+pub use watch::run as watch;
 
 pub use late::{LateFinding, LATE_FINDING};
 pub use responses::{Answer, ResponseRecord, ResponseStore, RESPONSES_BUCKET};

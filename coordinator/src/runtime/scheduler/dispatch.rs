@@ -25,11 +25,12 @@ impl Scheduler {
             .read()
             .map(|c| c.clone())
             .unwrap_or_default();
-        let (dispatches, dirty) = self
+        let (mut dispatches, dirty) = self
             .engine
             .next_dispatches(now, |a| caps.get(a).copied().unwrap_or(0));
         self.dirty.extend(dirty);
         if !dispatches.is_empty() {
+            self.attach_findings(&mut dispatches);
             self.publish(dispatches).await;
         }
         if let Some(c) = self.control.as_mut() {
@@ -37,6 +38,9 @@ impl Scheduler {
         }
         if let Some(r) = self.research.as_mut() {
             r.flush(&mut self.engine, &self.dirty).await;
+        }
+        if let Some(r) = self.requests.as_mut() {
+            r.flush(&mut self.engine, &mut self.dirty, now).await;
         }
         if !self.auto_due.is_empty() {
             let due = std::mem::take(&mut self.auto_due);

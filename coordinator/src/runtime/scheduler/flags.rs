@@ -35,9 +35,18 @@ impl Scheduler {
     /// One card for people when a broadcast flags analyses in progress
     /// (the seed: regime changes are sent to the gate dashboards). Its id
     /// is fixed per broadcast, so a redelivered broadcast sends no second one.
-    async fn flag_alert(&self, flag: &crate::workflow::WorkflowFlag, flagged: &[(String, String)]) {
+    pub(super) async fn flag_alert(
+        &self,
+        flag: &crate::workflow::WorkflowFlag,
+        flagged: &[(String, String)],
+    ) {
         /// Workflows named in one card, at most.
         const LISTED: usize = 100;
+        let actions = if flag.kind == crate::runtime::inbound::LATE_FINDING {
+            "a finding arrived after the analysis it concerns: review it at the gate and re-run the stages it names"
+        } else {
+            "review in-progress analyses for regime sensitivity"
+        };
         let card = publish::alert(
             "workflows_flagged",
             "warning",
@@ -50,7 +59,7 @@ impl Scheduler {
                     .map(|(w, i)| json!({"workflow_id": w, "item": i}))
                     .collect::<Vec<_>>(),
                 "detail": flag.detail,
-                "actions": ["review in-progress analyses for regime sensitivity"],
+                "actions": [actions],
             }),
         );
         let msg_id = format!(

@@ -17,6 +17,7 @@ mod dispatch;
 mod events;
 mod flags;
 mod gating;
+mod inbound;
 mod persist;
 mod records;
 mod status;
@@ -96,6 +97,10 @@ pub struct Scheduler {
     /// or a gate): their index entry is written again before a write that
     /// leaves them unfinished.
     unindexed: HashSet<String>,
+    /// Addressed findings handed to the next tasks of their item.
+    findings: Option<crate::runtime::inbound::FindingsIndex>,
+    /// Answers finished request workflows.
+    requests: Option<crate::runtime::requests::RequestAnswers>,
 }
 
 impl Scheduler {
@@ -133,6 +138,8 @@ impl Scheduler {
             silence: Duration::from_secs(40),
             unsaved_outputs: HashMap::new(),
             unindexed: HashSet::new(),
+            findings: None,
+            requests: None,
         }
     }
 
@@ -194,6 +201,13 @@ impl Scheduler {
     /// limits, checkpoints).
     pub fn with_research(mut self, research: crate::research::runtime::ResearchRuntime) -> Self {
         self.research = Some(research);
+        self
+    }
+
+    /// Answers finished request workflows (and ends those past their
+    /// deadline).
+    pub fn with_requests(mut self, requests: crate::runtime::requests::RequestAnswers) -> Self {
+        self.requests = Some(requests);
         self
     }
 
@@ -265,6 +279,15 @@ impl Scheduler {
                 let _ = reply.send(r);
             }
             Command::Poke => {}
+            Command::Finding {
+                item,
+                addressee,
+                finding,
+                reply,
+            } => {
+                let r = self.hold_finding(item, addressee, finding).await;
+                let _ = reply.send(r);
+            }
             Command::Flag { flag, reply } => {
                 let n = self.flag_unfinished(flag).await;
                 let _ = reply.send(n);

@@ -45,6 +45,9 @@ impl Scheduler {
         if let Some(r) = self.research.as_mut() {
             r.tick(&mut self.engine, &mut self.dirty, now).await;
         }
+        if let Some(r) = self.requests.as_mut() {
+            r.on_tick(&mut self.engine, &mut self.dirty, now).await;
+        }
         self.evict_finished(now);
     }
 }

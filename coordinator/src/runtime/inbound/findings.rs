@@ -1,0 +1,210 @@
+//! The findings consumer: `caucus.findings.>` through the durable consumer
+//! `coordinator-findings` (new messages; the index is filled from the
+//! stream's history by [`super::replay`] when a term begins). Each message
+//! is acknowledged once its effect is stored: the finding held by the
+//! scheduler (and the flags it set persisted), its awaited response
+//! registered, or its alert card published.
+
+use std::ops::ControlFlow;
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
+use async_nats::jetstream::{self, AckKind};
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use caucus_shared::envelope::Envelope;
+use caucus_shared::nats::dlq::decode_or_dead_letter;
+use caucus_shared::subjects::{decode_token, StreamKind, Subjects};
+
+use super::classify::{finding_intake, severity_of, FindingIntake, CODE_UNADDRESSABLE};
+use super::context::Inbound;
+use crate::runtime::commands::{ask, AskError, Command};
+use crate::runtime::publish;
+
+/// Durable name of the coordinator's findings consumer.
+pub const FINDINGS_CONSUMER: &str = "coordinator-findings";
+/// How long a message that could not be handled waits before redelivery.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// Creates (or updates) the consumer.
+pub async fn ensure_consumer(
+    js: &jetstream::Context,
+    subjects: &Subjects,
+    ack_wait: Duration,
+) -> Result<PullConsumer, caucus_shared::Error> {
+    let stream = subjects.stream(StreamKind::Findings);
+    let cfg = pull::Config {
+        durable_name: Some(FINDINGS_CONSUMER.into()),
+        description: Some("findings: hand addressed ones to tasks, flag late ones".into()),
+        filter_subject: subjects.findings_all(),
+        ack_policy: AckPolicy::Explicit,
+        deliver_policy: DeliverPolicy::New,
+        ack_wait,
+        ..Default::default()
+    };
+    js.create_consumer_on_stream(cfg, &stream)
+        .await
+        .map_err(|e| caucus_shared::Error::consumer(FINDINGS_CONSUMER, &stream, e))
+}
+
+/// The item a findings subject names (`caucus.findings.BRK~2EB` → `BRK.B`).
+pub fn item_of(subjects: &Subjects, subject: &str) -> Option<String> {
+    let token = subject.strip_prefix(&format!("{}.findings.", subjects.prefix()))?;
+    decode_token(token).ok()
+}
+
+/// When JetStream stored `msg` (now, when the info is missing).
+pub fn stored_at(msg: &jetstream::Message) -> DateTime<Utc> {
+    msg.info()
+        .ok()
+        .map(|i| caucus_shared::clock::to_chrono(i.published))
+        .unwrap_or_else(Utc::now)
+}
+
+/// Consumes until `shutdown` (or the scheduler goes away).
+pub async fn run(consumer: PullConsumer, inbound: Inbound, shutdown: CancellationToken) {
+    let inbound = &inbound;
+    caucus_shared::nats::consume::consume(&consumer, "findings", &shutdown, move |msg| async move {
+        match handle(inbound, &msg).await {
+            Ok(Settle::Ack) => {
+                let _ = msg.ack().await;
+                ControlFlow::Continue(())
+            }
+            Ok(Settle::Done) => ControlFlow::Continue(()),
+            Err(Retry::Later(why)) => {
+                tracing::warn!(subject = %msg.subject, reason = %why, "finding not handled yet; redelivering");
+                let _ = msg.ack_with(AckKind::Nak(Some(RETRY))).await;
+                ControlFlow::Continue(())
+            }
+            Err(Retry::SchedulerGone) => {
+                let _ = msg.ack_with(AckKind::Nak(Some(RETRY))).await;
+                ControlFlow::Break(())
+            }
+        }
+    })
+    .await;
+}
+
+/// What is left to do with a handled message.
+pub(super) enum Settle {
+    /// Acknowledge it: its effect is stored.
+    Ack,
+    /// Nothing: it was dead-lettered and settled already.
+    Done,
+}
+
+/// Why a message is not acknowledged now.
+pub(super) enum Retry {
+    /// A store, publish or the scheduler failed: redeliver.
+    Later(String),
+    /// The term ended.
+    SchedulerGone,
+}
+
+/// Dead-letters `msg` (acknowledged after).
+pub(super) async fn dead_letter(
+    inbound: &Inbound,
+    msg: &jetstream::Message,
+    code: &str,
+    reason: &str,
+) -> Result<Settle, Retry> {
+    inbound
+        .dlq
+        .dead_letter_message(msg, code, reason)
+        .await
+        .map(|()| Settle::Ack)
+        .map_err(|e| Retry::Later(e.to_string()))
+}
+
+async fn handle(inbound: &Inbound, msg: &jetstream::Message) -> Result<Settle, Retry> {
+    // Dead-letters and settles what does not decode.
+    let Some(env) =
+        decode_or_dead_letter(&inbound.dlq, msg, inbound.max_bytes, Envelope::decode).await
+    else {
+        return Ok(Settle::Done);
+    };
+    let Some(item) = item_of(&inbound.subjects, &msg.subject) else {
+        return dead_letter(
+            inbound,
+            msg,
+            CODE_UNADDRESSABLE,
+            "the subject's item token does not decode",
+        )
+        .await;
+    };
+    let at = stored_at(msg);
+    let (addressee, finding) = match finding_intake(&env, at) {
+        Err(r) => return dead_letter(inbound, msg, r.code, &r.reason).await,
+        Ok(FindingIntake::Unaddressed) => return Ok(Settle::Ack),
+        Ok(FindingIntake::Alert) => return outside_alert(inbound, &env, Some(&item)).await,
+        Ok(FindingIntake::Addressed { addressee, finding }) => (addressee, finding),
+    };
+    // Registered before the scheduler hands the finding to a task, so
+    // the task's confirmation always finds it.
+    if finding.requires_response {
+        inbound
+            .await_response(&env, &item, at)
+            .await
+            .map_err(|e| Retry::Later(e.to_string()))?;
+    }
+    let held = ask(&inbound.scheduler, |reply| Command::Finding {
+        item: item.clone(),
+        addressee,
+        finding,
+        reply,
+    })
+    .await;
+    match held {
+        Ok(Ok(flagged)) => {
+            if flagged > 0 {
+                tracing::info!(finding_id = %env.id, item = %item, flagged, "late finding flagged workflows for re-evaluation");
+            }
+        }
+        Ok(Err(why)) => {
+            if env.requires_response {
+                inbound
+                    .forget_response(&env.id)
+                    .await
+                    .map_err(|e| Retry::Later(e.to_string()))?;
+            }
+            return dead_letter(inbound, msg, CODE_UNADDRESSABLE, &why).await;
+        }
+        Err(AskError::Closed) => return Err(Retry::SchedulerGone),
+        Err(e) => return Err(Retry::Later(format!("{e:?}"))),
+    }
+    Ok(Settle::Ack)
+}
+
+/// An outside service's alert becomes a card people see, by priority.
+pub(super) async fn outside_alert(
+    inbound: &Inbound,
+    env: &Envelope,
+    item: Option<&str>,
+) -> Result<Settle, Retry> {
+    let severity = severity_of(env.priority);
+    let alert = env
+        .content_as::<caucus_shared::messages::Alert>()
+        .unwrap_or_default();
+    let card = publish::alert(
+        alert.event_type.as_deref().unwrap_or("outside_alert"),
+        severity,
+        json!({
+            "source": "outside",
+            "message_id": env.id,
+            "from_agent": env.from_agent,
+            "to_agent": env.to_agent,
+            "item": item,
+            "priority": env.priority,
+            "sent_at": env.timestamp,
+            "content": env.content,
+        }),
+    )
+    .with_priority(env.priority);
+    inbound
+        .card(severity, &card, &format!("alert:outside:{}", env.id))
+        .await
+        .map(|()| Settle::Ack)
+        .map_err(|e| Retry::Later(e.to_string()))
+}
