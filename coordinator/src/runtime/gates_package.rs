@@ -1,10 +1,9 @@
-//! Pure parts of the gate operations ([`super::gates_api`]): which
-//! findings the decision package lists, what a gate override's re-run
+//! Pure parts of the gate operations ([`super::gates_api`]): the id of a
+//! finding across its task's runs, what a gate override's re-run
 //! records of the impact report's estimates, and the API's view of the
 //! workflow's gate decisions and re-runs.
 
 use caucus_shared::api::coordinator::gates as api;
-use caucus_shared::api::coordinator::gates::PackageFinding;
 use caucus_shared::api::facilitator::OverrideImpact;
 
 use crate::workflow::{GateAction, GateDecision, RerunEstimate, RerunRecord};
@@ -82,16 +81,6 @@ pub fn finding_id(msg_id: &str) -> Option<String> {
     Some(format!("{task_id}:finding:{index}"))
 }
 
-/// Appends finding `f` (read oldest first) to `out`, replacing an earlier
-/// one with the same `finding_id`: the package lists each finding once, as
-/// its newest run stated it.
-pub fn push_finding(out: &mut Vec<PackageFinding>, f: PackageFinding) {
-    if let Some(id) = &f.finding_id {
-        out.retain(|o| o.finding_id.as_ref() != Some(id));
-    }
-    out.push(f);
-}
-
 /// The impact report's estimates of the tasks a gate override re-runs
 /// (`groups`), for the re-run record, which adds the actual results.
 pub fn rerun_estimates(impact: &OverrideImpact, groups: &[Vec<String>]) -> Vec<RerunEstimate> {
@@ -120,7 +109,7 @@ pub fn rerun_estimates(impact: &OverrideImpact, groups: &[Vec<String>]) -> Vec<R
 
 #[cfg(test)]
 mod tests {
-    use serde_json::{json, Value};
+    use serde_json::json;
 
     use super::*;
 
@@ -137,37 +126,6 @@ mod tests {
         );
         assert_eq!(finding_id("0190a8e2-uuid"), None);
         assert_eq!(finding_id("wf-1/review@level-0:finding:1"), None);
-    }
-
-    #[test]
-    fn a_rerun_finding_is_listed_once_as_its_newest_run_stated_it() {
-        let mut out = Vec::new();
-        let f = |id: Option<&str>, v: f64| PackageFinding {
-            from_agent: "valuation".into(),
-            finding: "target price".into(),
-            confidence: Some(0.9),
-            evidence: Vec::new(),
-            impact: None,
-            metric: None,
-            value: Some(json!(v)),
-            timestamp: Some(chrono::Utc::now()),
-            finding_id: id.and_then(finding_id),
-        };
-        push_finding(&mut out, f(Some("w/valuation@1:finding:0"), 45.41));
-        push_finding(&mut out, f(Some("w/financial@1:finding:0"), 0.05));
-        push_finding(&mut out, f(None, 1.0));
-        push_finding(&mut out, f(None, 1.0));
-        push_finding(&mut out, f(Some("w/valuation@2:finding:0"), 292.84));
-        let values: Vec<f64> = out
-            .iter()
-            .map(|f| f.value.as_ref().and_then(Value::as_f64).unwrap())
-            .collect();
-        assert_eq!(
-            values,
-            [0.05, 1.0, 1.0, 292.84],
-            "the re-run's finding replaces the first run's; findings without an id are kept"
-        );
-        assert_eq!(out[3].finding_id.as_deref(), Some("w/valuation:finding:0"));
     }
 
     #[test]

@@ -80,6 +80,8 @@ pub async fn auto_decide(
         client,
         subjects,
         timeout,
+        // No package is built here: only the facilitator is asked.
+        findings_lookback: None,
     };
     let listing = DebatesRequest {
         workflow_id: Some(workflow_id.clone()),

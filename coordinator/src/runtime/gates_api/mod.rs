@@ -26,6 +26,8 @@ use crate::workflow::WorkflowRecord;
 
 mod auto;
 mod decide;
+mod findings;
+mod listing;
 mod package;
 mod review;
 
@@ -42,6 +44,9 @@ pub struct GateApi {
     pub subjects: Subjects,
     /// Timeout of each facilitator request.
     pub timeout: Duration,
+    /// How far back a decision package reads the item's findings
+    /// (`coordinator.findings_lookback`); `None` reads the whole history.
+    pub findings_lookback: Option<Duration>,
 }
 
 /// Sends `op` to the scheduler and waits for its answer (the reply's JSON).
@@ -122,6 +127,7 @@ pub fn routes(svc: &mut Service, slot: super::SharedScheduler) {
         client: ctx.nats.clone(),
         subjects: ctx.subjects.clone(),
         timeout: ctx.config.nats.request_timeout,
+        findings_lookback: Some(ctx.config.coordinator.findings_lookback),
     };
     let health = &ctx.health;
     leader_op::<Gates, _, _>(svc, &slot, health, &api, |api, h, r| async move {

@@ -17,7 +17,7 @@ mod package;
 mod records;
 mod replies;
 
-pub use package::{DecisionPackage, PackageFinding, PackageTask};
+pub use package::{DecisionPackage, FindingSource, LateFindingView, PackageFinding, PackageTask};
 pub use records::{GateAction, GateDecision, RerunEstimate, RerunRecord};
 pub use replies::{GateDecideReply, GateReviewReply, RerunReply};
 
