@@ -4,11 +4,14 @@
 //!
 //! - [`handler`]: what runs a task (built-in agents, `exec:`, `http:`, no-op).
 //! - [`builtin`]: plugs [`caucus_agents::BuiltinAgents`] into the handler.
+//! - [`confirmations`]: the answers a completed task owes the senders of the
+//!   findings it received.
 //! - [`runtime`]: registration, leases, pulling, reporting.
 //! - [`messages`]: broadcasts (market regime) and built-in agents' inboxes
 //!   (flush requests, debates).
 
 pub mod builtin;
+pub mod confirmations;
 pub mod handler;
 pub mod messages;
 pub mod runtime;

@@ -99,3 +99,50 @@ fn tail(s: &str) -> String {
     }
     format!("…{}", &s[cut..])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handler::FindingAnswers;
+    use caucus_shared::inbound::FindingResponse;
+    use serde_json::json;
+
+    fn task_with_findings() -> TaskDispatch {
+        serde_json::from_value(json!({
+            "task_id": "wf/valuation", "workflow_id": "wf", "item": "AAPL",
+            "pipeline": "p", "stage": "valuation", "agent_type": "valuation",
+            "attempt": 1, "dispatched_at": "2025-11-16T10:30:00Z",
+            "inputs": {"findings": [{
+                "id": "f1", "from_agent": "financial_analyst", "to_agent": "valuation_agent",
+                "priority": "high", "requires_response": true,
+                "content": {"finding": "Abnormal capex increase", "confidence": 0.85},
+                "stored_at": "2026-11-25T10:00:00Z"
+            }]}
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn stdin_carries_the_findings_of_the_dispatch() {
+        let task = task_with_findings();
+        // `cat` echoes its stdin: the output is the dispatch as received.
+        let out = run("cat", &task).await.unwrap();
+        assert_eq!(out.output["inputs"]["findings"], task.inputs["findings"]);
+        assert_eq!(out.output["inputs"]["findings"][0]["id"], "f1");
+    }
+
+    #[tokio::test]
+    async fn responses_are_lifted_out_of_the_output() {
+        let cmd = r#"printf '%s' '{"ok":true,"responses":[{"finding_id":"f1","used":true,"note":"cut FCF"},7]}'"#;
+        let out = run(cmd, &task_with_findings()).await.unwrap();
+        assert_eq!(out.output, json!({"ok": true}));
+        assert_eq!(
+            out.answers,
+            FindingAnswers::Reported(vec![FindingResponse {
+                finding_id: "f1".into(),
+                used: Some(true),
+                note: Some("cut FCF".into()),
+            }])
+        );
+    }
+}

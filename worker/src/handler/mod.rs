@@ -2,6 +2,7 @@
 //! endpoint, or a no-op (benchmarks). Every kind gets the same
 //! [`TaskDispatch`] JSON and returns a JSON output or a [`TaskError`].
 
+mod answers;
 mod exec;
 mod http;
 mod spec;
@@ -12,6 +13,7 @@ use serde_json::Value;
 
 use caucus_shared::task::{ErrorClass, TaskDispatch, TaskError};
 
+pub use answers::{FindingAnswers, MAX_RESPONSES};
 pub use spec::{HandlerSpec, HandlerSpecError};
 
 /// A finding a handler wants published on `caucus.findings.<item>`.
@@ -34,15 +36,19 @@ pub struct HandlerOutput {
     pub findings: Vec<HandlerFinding>,
     /// Other messages to publish (before the completion is reported).
     pub messages: Vec<HandlerMessage>,
+    /// Its answers about the findings in `inputs.findings` (sent as
+    /// confirmations before the completion is reported).
+    pub answers: FindingAnswers,
 }
 
 impl HandlerOutput {
-    /// Output without findings.
+    /// Output without findings, messages or answers.
     pub fn plain(output: Value) -> Self {
         HandlerOutput {
             output,
             findings: Vec::new(),
             messages: Vec::new(),
+            answers: FindingAnswers::default(),
         }
     }
 }
@@ -219,9 +225,12 @@ pub(crate) fn error_from_body(body: &[u8]) -> Option<TaskError> {
     serde_json::from_value(e.clone()).ok()
 }
 
-/// Splits a handler's successful JSON into output and findings: a top-level
-/// `findings` array (of finding contents) is lifted out.
+/// Splits a handler's successful JSON into output, findings and answers: a
+/// top-level `findings` array (of finding contents) and a top-level
+/// `responses` array (of [`caucus_shared::inbound::FindingResponse`]s, see
+/// [`answers::lift_responses`]) are lifted out.
 pub(crate) fn split_findings(mut v: Value) -> HandlerOutput {
+    let responses = answers::lift_responses(&mut v);
     let findings = v
         .as_object_mut()
         .and_then(|m| m.remove("findings"))
@@ -237,6 +246,7 @@ pub(crate) fn split_findings(mut v: Value) -> HandlerOutput {
         output: v,
         findings,
         messages: Vec::new(),
+        answers: FindingAnswers::Reported(responses),
     }
 }
 

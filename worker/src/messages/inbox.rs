@@ -6,10 +6,17 @@
 //!   built-in agents publish their findings when a task ends and hold
 //!   nothing else, so they confirm at once on `parameters.reply_to`,
 //!   correlated with the request.
+//! * Any other `request`: the coordinator's (it reads `caucus.msg.>` too and
+//!   turns a request into a one-stage workflow for this agent type, whose
+//!   task a worker runs like any other); acknowledged here and logged at
+//!   debug.
+//! * `confirmation` (e.g. a service's answer to one of this agent type's
+//!   findings; the coordinator tracks answers) and `alert` (the coordinator
+//!   turns it into an alert card): acknowledged and logged at debug.
 //! * `challenge` (stamped by the facilitator with `debate_id` and
 //!   `snapshot_id`): see [`super::debates`].
 //! * `debate_resolution`, `debate_escalation` and other notices are logged.
-//! * Bodies that do not decode, requests the agent cannot serve and
+//! * Bodies that do not decode, flush requests without `reply_to` and
 //!   challenges not handed out by the facilitator go to the DLQ.
 
 use std::sync::Arc;
@@ -131,12 +138,35 @@ pub async fn run(
     }
 }
 
-async fn handle(
-    agent: &Arc<DebateAgent>,
-    env: &Envelope,
-    tracker: &Tasks,
-    shutdown: &CancellationToken,
-) -> Result<(), HandleError> {
+/// What the inbox does with a decoded message, decided before any I/O.
+#[derive(Debug)]
+enum Route {
+    /// The facilitator's flush request: confirm on `reply_to`.
+    Flush {
+        /// `content.parameters.reply_to`.
+        reply_to: String,
+    },
+    /// A request the coordinator turns into work: acknowledged only.
+    LeftToCoordinator {
+        /// The request's query, for the log.
+        query: String,
+    },
+    /// A challenge handed out by the facilitator.
+    Challenge {
+        /// The challenge.
+        challenge: Box<Challenge>,
+        /// Its debate.
+        debate_id: String,
+        /// The facilitator's snapshot it cites.
+        snapshot_id: String,
+    },
+    /// A debate resolution or escalation: logged at info.
+    DebateNotice,
+    /// Anything else (confirmations, alerts, findings): logged at debug.
+    Noted,
+}
+
+fn route(env: &Envelope) -> Result<Route, HandleError> {
     let refused = |code: &'static str, reason: String| HandleError::Refused { code, reason };
     match env.message_type {
         MessageType::Request => {
@@ -144,13 +174,7 @@ async fn handle(
                 .content_as()
                 .map_err(|e| refused(e.code(), e.to_string()))?;
             if req.query != FLUSH_QUERY {
-                return Err(refused(
-                    "unsupported_request",
-                    format!(
-                        "built-in agent `{}` answers only `{FLUSH_QUERY}` requests, not `{}`",
-                        agent.agent_type, req.query
-                    ),
-                ));
+                return Ok(Route::LeftToCoordinator { query: req.query });
             }
             let reply_to = req
                 .parameters
@@ -163,7 +187,9 @@ async fn handle(
                         "flush request without content.parameters.reply_to".into(),
                     )
                 })?;
-            confirm_flush(agent, env, reply_to).await
+            Ok(Route::Flush {
+                reply_to: reply_to.to_string(),
+            })
         }
         MessageType::Challenge => {
             let c: Challenge = env
@@ -176,6 +202,36 @@ async fn handle(
                     "a challenge without debate_id and snapshot_id: publish challenges on caucus.debates.<debate_id>.challenge; the facilitator hands them to the agents".into(),
                 ));
             };
+            Ok(Route::Challenge {
+                challenge: Box::new(c),
+                debate_id,
+                snapshot_id,
+            })
+        }
+        MessageType::DebateResolution | MessageType::DebateEscalation => Ok(Route::DebateNotice),
+        _ => Ok(Route::Noted),
+    }
+}
+
+async fn handle(
+    agent: &Arc<DebateAgent>,
+    env: &Envelope,
+    tracker: &Tasks,
+    shutdown: &CancellationToken,
+) -> Result<(), HandleError> {
+    match route(env)? {
+        Route::Flush { reply_to } => confirm_flush(agent, env, &reply_to).await,
+        Route::LeftToCoordinator { query } => {
+            // The coordinator turns it into a workflow for this agent type.
+            tracing::debug!(agent_type = %agent.agent_type, from = %env.from_agent,
+                request_id = %env.id, query = %query, "request left to the coordinator");
+            Ok(())
+        }
+        Route::Challenge {
+            challenge: c,
+            debate_id,
+            snapshot_id,
+        } => {
             if c.challenged == agent.agent_type {
                 agent.answer(&c, &debate_id, &snapshot_id).await
             } else if c.challenger == agent.agent_type {
@@ -191,12 +247,15 @@ async fn handle(
                 Ok(())
             }
         }
-        MessageType::DebateResolution | MessageType::DebateEscalation => {
+        Route::DebateNotice => {
             tracing::info!(agent_type = %agent.agent_type, message_type = %env.message_type, content = %env.content, "debate notice");
             Ok(())
         }
-        other => {
-            tracing::debug!(agent_type = %agent.agent_type, message_type = %other, "message noted");
+        Route::Noted => {
+            // Confirmations and alerts are the coordinator's to track and
+            // raise; nothing for the agent to do.
+            tracing::debug!(agent_type = %agent.agent_type, message_type = %env.message_type,
+                from = %env.from_agent, correlation_id = ?env.correlation_id, "message noted");
             Ok(())
         }
     }
@@ -234,4 +293,82 @@ async fn confirm_flush(
         .map_err(|e| HandleError::Transient(format!("flush confirmation: {e}")))?;
     tracing::info!(agent_type = %agent.agent_type, from = %env.from_agent, "flush request confirmed");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn env(v: serde_json::Value) -> Envelope {
+        Envelope::decode(v.to_string().as_bytes(), 1 << 20).unwrap()
+    }
+
+    #[test]
+    fn requests_other_than_the_flush_are_left_to_the_coordinator() {
+        let r = route(&env(json!({"message_type": "request", "from_agent": "svc",
+            "content": {"query": "value MSFT", "item": "MSFT"}})));
+        assert!(
+            matches!(&r, Ok(Route::LeftToCoordinator { query }) if query == "value MSFT"),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn the_flush_is_answered_and_needs_reply_to() {
+        let r = route(&env(
+            json!({"message_type": "request", "from_agent": "facilitator",
+            "content": {"query": FLUSH_QUERY, "parameters": {"reply_to": "_INBOX.x"}}}),
+        ));
+        assert!(
+            matches!(&r, Ok(Route::Flush { reply_to }) if reply_to == "_INBOX.x"),
+            "{r:?}"
+        );
+        let r = route(&env(
+            json!({"message_type": "request", "from_agent": "facilitator",
+            "content": {"query": FLUSH_QUERY}}),
+        ));
+        assert!(
+            matches!(
+                &r,
+                Err(HandleError::Refused {
+                    code: "missing_field",
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn confirmations_and_alerts_are_only_noted() {
+        let c = route(&env(
+            json!({"message_type": "confirmation", "from_agent": "svc",
+            "correlation_id": "f1", "content": {"finding": "x", "used": true}}),
+        ));
+        assert!(matches!(c, Ok(Route::Noted)), "{c:?}");
+        let a = route(&env(json!({"message_type": "alert", "from_agent": "svc",
+            "priority": "critical", "content": {"alert_type": "x", "message": "m"}})));
+        assert!(matches!(a, Ok(Route::Noted)), "{a:?}");
+    }
+
+    #[test]
+    fn raw_challenges_are_refused() {
+        let r = route(&env(
+            json!({"message_type": "challenge", "from_agent": "x", "content": {
+            "challenge_id": "raw", "challenger": "x", "challenged": "strategy",
+            "disputed_finding": "f", "challenge_basis": "b", "escalation_timer": 60,
+            "priority": "supporting"}}),
+        ));
+        assert!(
+            matches!(
+                &r,
+                Err(HandleError::Refused {
+                    code: "not_from_facilitator",
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
+    }
 }

@@ -115,6 +115,26 @@ impl Reporter {
             .map_err(Error::nats)
     }
 
+    /// Publishes a confirmation on `caucus.msg.<to_agent>` with its
+    /// `confirm:<finding id>:<agent type>` id as `Nats-Msg-Id` and waits for
+    /// the stream to store it.
+    pub async fn confirmation(
+        &self,
+        c: &crate::confirmations::OutgoingConfirmation,
+    ) -> Result<(), Error> {
+        let mut headers = HeaderMap::new();
+        headers.insert("Nats-Msg-Id", c.msg_id.as_str());
+        trace::inject(&mut headers);
+        let env = c.envelope.clone().with_timestamp(self.clock.now());
+        self.js
+            .publish_with_headers(self.subjects.msg(&c.to_agent), headers, env.to_bytes())
+            .await
+            .map_err(Error::nats)?
+            .await
+            .map(|_| ())
+            .map_err(Error::nats)
+    }
+
     /// Publishes a finding about `item` (content in the `finding` shape),
     /// once the agent's debate sync lock is free (at most
     /// `worker.sync_lock_wait`; past it the finding goes out anyway and the

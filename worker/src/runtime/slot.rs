@@ -7,6 +7,13 @@
 //! message is nak'd for redelivery, before the lease can have expired in
 //! Redis. Nothing is reported for the cancelled run, so the redelivered run's
 //! completion is the only one, and no task runs without a live lease.
+//!
+//! A completed run publishes, in order: its findings, its other messages,
+//! the confirmations it owes the senders of the findings in its inputs (see
+//! [`crate::confirmations`]), then the `completed` event, then acks. A crash
+//! before the event re-runs the task; its messages and confirmations carry
+//! the same `Nats-Msg-Id`s, so the stream keeps one of each. A failed run
+//! confirms nothing (the coordinator alerts when an answer is overdue).
 
 use std::time::Duration;
 
@@ -27,6 +34,9 @@ const ACQUIRE_BACKOFF_MIN: Duration = Duration::from_millis(5);
 const ACQUIRE_BACKOFF_MAX: Duration = Duration::from_millis(200);
 /// Warnings about leases that cannot be taken repeat at most this often.
 const LEASE_WARN_EVERY: Duration = Duration::from_secs(30);
+/// Attempts to publish one confirmation, and the pause between them.
+const CONFIRM_TRIES: u32 = 3;
+const CONFIRM_RETRY: Duration = Duration::from_millis(200);
 
 /// A task between `started` and its result.
 struct InFlight<'a> {
@@ -251,6 +261,13 @@ impl Slot {
                         tracing::warn!(task_id = %task.task_id, error = %e, "message not published");
                     }
                 }
+                // Confirmations go out before the completion: a crash in
+                // between re-runs the task, whose confirmations carry the
+                // same Nats-Msg-Id and are de-duplicated by the stream.
+                let owed = crate::confirmations::confirmations(&task, &out.answers);
+                if !owed.is_empty() {
+                    self.kept_alive(&flight, self.confirm(&task, owed)).await;
+                }
                 let mut ev = self
                     .reporter
                     .event(&task, TaskStatus::Completed, started_at);
@@ -276,6 +293,37 @@ impl Slot {
         }
         if let Err(e) = msg.ack().await {
             tracing::warn!(task_id = %task.task_id, error = %e, "ack failed; a redelivery will be ignored");
+        }
+    }
+
+    /// Publishes the confirmations a completed task owes, each tried up to
+    /// [`CONFIRM_TRIES`] times; one that still fails is logged and dropped
+    /// (its sender's coordinator alerts when the answer is overdue), so a
+    /// NATS hiccup never holds up the completion.
+    async fn confirm(
+        &self,
+        task: &TaskDispatch,
+        owed: Vec<crate::confirmations::OutgoingConfirmation>,
+    ) {
+        for c in owed {
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                match self.reporter.confirmation(&c).await {
+                    Ok(()) => {
+                        tracing::debug!(task_id = %task.task_id, msg_id = %c.msg_id, to = %c.to_agent, "finding confirmed");
+                        break;
+                    }
+                    Err(e) if tries < CONFIRM_TRIES => {
+                        tracing::debug!(task_id = %task.task_id, msg_id = %c.msg_id, error = %e, "confirmation not stored; retrying");
+                        tokio::time::sleep(CONFIRM_RETRY).await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(task_id = %task.task_id, msg_id = %c.msg_id, to = %c.to_agent, error = %e, "confirmation not published");
+                        break;
+                    }
+                }
+            }
         }
     }
 
