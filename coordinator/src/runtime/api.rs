@@ -58,6 +58,17 @@ pub struct SubmitSettings {
     pub chunk: usize,
 }
 
+impl From<&caucus_shared::config::CoordinatorConfig> for SubmitSettings {
+    fn from(cfg: &caucus_shared::config::CoordinatorConfig) -> Self {
+        SubmitSettings {
+            default_unit: cfg.time_unit,
+            review_defaults: (cfg.level_review_mode, cfg.level_review_agent.clone()),
+            research: cfg.into(),
+            chunk: cfg.submit_chunk,
+        }
+    }
+}
+
 /// `coordinator.submit`: `{items, pipeline, time_unit_ms?, auto_approve_gates?,
 /// idempotency_key?}` → the submission's summary with the first
 /// [`SUMMARY_IDS`] workflow ids (the rest: `coordinator.submission`).
@@ -72,6 +83,21 @@ pub async fn submit(
     clock: SharedClock,
     settings: SubmitSettings,
     subs: Submissions,
+) -> Result<SubmitReply, ApiError> {
+    submit_with(req, scheduler, clock, settings, subs, |_| {}).await
+}
+
+/// [`submit`], with `adjust` applied to each workflow record after it is
+/// instantiated and before it is stored (the internal entry point: a
+/// `request` envelope raises its task's queue priority this way). `adjust`
+/// must depend only on the request, so a retry builds the same records.
+pub async fn submit_with(
+    req: SubmitRequest,
+    scheduler: impl FnOnce() -> Result<SchedulerHandle, ApiError>,
+    clock: SharedClock,
+    settings: SubmitSettings,
+    subs: Submissions,
+    adjust: impl Fn(&mut crate::workflow::WorkflowRecord),
 ) -> Result<SubmitReply, ApiError> {
     check_items(&req.items)?;
     if let Some(k) = &req.idempotency_key {
@@ -161,6 +187,7 @@ pub async fn submit(
                 rec.epoch = grant.epoch;
                 crate::research::attach(&mut rec, spec.timeout, &settings.research, clock.now())
                     .map_err(|e| ApiError::new("invalid_pipeline", e.to_string()))?;
+                adjust(&mut rec);
                 records.push(rec);
             }
             let step = Submissions::store_workflows(&grant.store, records).await;
@@ -251,12 +278,7 @@ pub fn status_route(svc: &mut caucus_shared::service::Service, slot: super::Shar
 pub fn submit_routes(svc: &mut caucus_shared::service::Service, slot: super::SharedScheduler) {
     let ctx = svc.context().clone();
     let cfg = &ctx.config.coordinator;
-    let settings = SubmitSettings {
-        default_unit: cfg.time_unit,
-        review_defaults: (cfg.level_review_mode, cfg.level_review_agent.clone()),
-        research: cfg.into(),
-        chunk: cfg.submit_chunk,
-    };
+    let settings = SubmitSettings::from(cfg);
     let subs = Submissions::new(
         ctx.js.clone(),
         ctx.subjects.clone(),

@@ -106,7 +106,7 @@ pub struct SubmissionRecord {
 
 /// A UUID (version 8) made of the first 16 bytes of SHA-256 over `parts`
 /// (each part length-prefixed, so no two part lists collide).
-fn derived_uuid(domain: &str, parts: &[&[u8]]) -> String {
+pub(crate) fn derived_uuid(domain: &str, parts: &[&[u8]]) -> String {
     let mut h = Sha256::new();
     h.update(domain.as_bytes());
     for p in parts {

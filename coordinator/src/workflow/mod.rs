@@ -4,6 +4,7 @@
 //! turns the returned effects into NATS publishes.
 
 mod build;
+mod end;
 mod gate;
 mod hooks;
 mod level_review;
