@@ -14,6 +14,7 @@ use caucus_shared::messages::Position;
 
 use super::Client;
 
+mod findings;
 mod render;
 mod review;
 

@@ -9,6 +9,7 @@ use caucus_shared::api::coordinator::gates::{
 use caucus_shared::api::facilitator::{BriefScore, ProvisionalReply};
 
 use super::super::render::{duration, num, table, when, Align::Left, Align::Right};
+use super::findings::{render_findings, render_late};
 
 /// A `coordinator.gates` reply as a table, oldest first, columns as wide as
 /// their widest cell.
@@ -106,20 +107,8 @@ pub fn render_decision_package(p: &DecisionPackage) -> String {
         g.reminders_sent,
         if g.escalated { "yes" } else { "no" },
     ));
-    out.push_str(&format!("\nFindings ({}):\n", p.findings.len()));
-    for f in &p.findings {
-        out.push_str(&format!(
-            "  [{}] {} (confidence {}){}\n",
-            f.from_agent,
-            f.finding,
-            f.confidence.map_or_else(|| "?".to_string(), num),
-            if f.evidence.is_empty() {
-                String::new()
-            } else {
-                format!("\n      evidence: {}", f.evidence.join("; "))
-            }
-        ));
-    }
+    out.push_str(&render_findings(&p.findings, &p.workflow_id));
+    out.push_str(&render_late(&p.late_findings));
     out.push_str(&format!("\nOpen debates ({}):\n", p.open_debates.len()));
     for d in &p.open_debates {
         out.push_str(&format!(
