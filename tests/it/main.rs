@@ -33,3 +33,4 @@ mod reconcile;
 mod stack_env;
 mod submissions;
 mod watch_at_gate;
+mod worker_confirmations;
