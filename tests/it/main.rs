@@ -26,6 +26,7 @@ mod health;
 mod level_review;
 mod macro_broadcast;
 mod nats_restart;
+mod outside_messages;
 mod patterns;
 mod pause_resume;
 mod readme_walkthrough;

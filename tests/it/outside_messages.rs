@@ -1,0 +1,725 @@
+//! Issue #17's acceptance, across real processes (nats-server -js,
+//! redis-server, caucus-coordinator, caucus-worker): messages from any
+//! service reach the agents and people they are for.
+//!
+//! The outside service here is a plain async_nats client publishing raw
+//! JSON text, as a service that knows nothing of caucus would: no caucus
+//! type or helper builds what it sends.
+//!
+//! 1. the seed's finding, published before the workflow exists, reaches
+//!    the valuation task in `inputs.findings`, is confirmed to its sender
+//!    and is listed in the gate's decision package;
+//! 2. a finding nobody answers raises a `response_overdue` alert card;
+//! 3. a `request` becomes work and is answered with a finding and a
+//!    confirmation;
+//! 4. a critical finding after the valuation completed flags the workflow
+//!    waiting at its gate and is listed as late in the package;
+//! 5. malformed, oversize and unaddressable findings are dead-lettered with
+//!    their reason and do not stall the valid finding behind them.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream;
+use caucus_harness::Stack;
+use caucus_shared::inbound::InputFinding;
+use caucus_shared::task::TaskDispatch;
+use futures::StreamExt;
+use serde_json::{json, Value};
+
+use crate::common::{call, coordinator, eventually, pipeline, stream_messages, worker, Api};
+
+/// Seed 001's finding, byte for byte as its outside service sends it (no
+/// `id`: the coordinator names it).
+const SEED_FINDING: &str = r#"{"message_type":"finding","from_agent":"financial_analyst","to_agent":"valuation_agent","priority":"high","content":{"finding":"Abnormal capex increase","confidence":0.85,"evidence":["10-K p.47"],"impact":"Adjust FCF projections"},"requires_response":true}"#;
+
+/// The seed's finding text, to pick it out of lists.
+const SEED_TEXT: &str = "Abnormal capex increase";
+
+/// An exec agent that records each dispatch it gets as
+/// `<dir>/<task id>.json` (written whole, then renamed into place, so a
+/// reader never sees half a file), answers every finding that asks for a
+/// response as used, and returns a small valuation.
+const RECORDER: &str = r##"
+import json, os, sys
+raw = sys.stdin.read()
+t = json.loads(raw)
+d = sys.argv[1]
+name = t["task_id"].replace("/", "_").replace("#", "_")
+tmp = os.path.join(d, name + ".tmp")
+with open(tmp, "w") as f:
+    f.write(raw)
+os.rename(tmp, os.path.join(d, name + ".json"))
+out = {"fair_value": 123.4, "confidence": 0.7}
+found = (t.get("inputs") or {}).get("findings") or []
+answers = [{"finding_id": f["id"], "used": True, "note": "raised capex in the FCF projection"}
+           for f in found if f.get("requires_response")]
+if answers:
+    out["responses"] = answers
+print(json.dumps(out))
+"##;
+
+/// Where the recorder writes, and the worker handler that runs it.
+struct Recorder {
+    dir: tempfile::TempDir,
+}
+
+impl Recorder {
+    fn new() -> Recorder {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("agent.py"), RECORDER).expect("write agent.py");
+        Recorder { dir }
+    }
+
+    /// `exec:` handler running the recorder.
+    fn handler(&self) -> String {
+        let d = self.dir.path();
+        format!(
+            "exec:python3 {} {}",
+            d.join("agent.py").display(),
+            d.display()
+        )
+    }
+
+    /// Every dispatch recorded so far.
+    fn dispatches(&self) -> Vec<TaskDispatch> {
+        read_dispatches(self.dir.path())
+    }
+
+    /// Waits for the dispatch of `stage` of `workflow_id`.
+    async fn dispatch_of(&self, workflow_id: &str, stage: &str) -> TaskDispatch {
+        eventually(
+            &format!("the recorded dispatch of {workflow_id}/{stage}"),
+            Duration::from_secs(20),
+            || async {
+                self.dispatches()
+                    .into_iter()
+                    .find(|d| d.workflow_id == workflow_id && d.stage == stage)
+            },
+        )
+        .await
+    }
+}
+
+fn read_dispatches(dir: &Path) -> Vec<TaskDispatch> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).expect("read a recorded dispatch");
+            serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{} is not a TaskDispatch ({e}): {text}", p.display()))
+        })
+        .collect()
+}
+
+/// The findings a dispatch carries in `inputs.findings` (empty when the
+/// key is absent; a key that does not parse fails the test).
+fn findings_of(d: &TaskDispatch) -> Vec<InputFinding> {
+    match d.inputs.get(caucus_shared::inbound::INPUT_FINDINGS) {
+        None => Vec::new(),
+        Some(v) => serde_json::from_value(v.clone()).unwrap_or_else(|e| {
+            panic!("inputs.findings of {} does not parse ({e}): {v}", d.task_id)
+        }),
+    }
+}
+
+/// An outside service: a plain NATS client, nothing of caucus.
+struct Outside {
+    js: jetstream::Context,
+}
+
+impl Outside {
+    async fn connect(stack: &Stack) -> Outside {
+        let nats = async_nats::connect(stack.nats.url())
+            .await
+            .expect("outside service connects");
+        Outside {
+            js: jetstream::new(nats),
+        }
+    }
+
+    /// Publishes `body` on `subject` through JetStream and waits for the
+    /// ack, so it is stored before the test goes on.
+    async fn publish(&self, subject: &str, body: impl Into<Vec<u8>>) {
+        self.js
+            .publish(subject.to_string(), body.into().into())
+            .await
+            .unwrap_or_else(|e| panic!("publish on {subject}: {e}"))
+            .await
+            .unwrap_or_else(|e| panic!("no JetStream ack on {subject}: {e}"));
+    }
+}
+
+/// The stage `valuation` (agent `valuation`), the human gate `review`
+/// after it and a `publish` stage behind the gate (no worker runs it: the
+/// tests never approve).
+fn valuation_pipeline() -> Value {
+    pipeline(
+        "outside-findings",
+        json!([
+            {"name": "valuation", "agent": "valuation"},
+            {"name": "review", "kind": "gate", "depends_on": ["valuation"]},
+            {"name": "publish", "agent": "publisher", "depends_on": ["review"]}
+        ]),
+    )
+}
+
+/// Submits `pipeline` for `item` with its gate held for a person; returns
+/// the workflow id.
+async fn submit_held(api: &Api, item: &str, pipeline: Value) -> String {
+    let r = call(
+        api,
+        "submit",
+        json!({"items": [item], "pipeline": pipeline, "time_unit_ms": 20}),
+    )
+    .await
+    .expect("submit");
+    r["workflow_ids"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("submit answered no workflow id: {r}"))
+        .to_string()
+}
+
+/// Waits until `gate` of `wf` is open.
+async fn wait_gate(api: &Api, wf: &str, gate: &str) {
+    let ids = vec![wf.to_string()];
+    eventually(
+        &format!("gate {gate} of {wf} to open"),
+        Duration::from_secs(20),
+        || async {
+            let w = api.status(&ids).await.pop()?;
+            w["open_gates"]
+                .as_array()
+                .is_some_and(|g| g.iter().any(|x| x == gate))
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+/// Waits until the coordinator has handled every message on
+/// `caucus.findings.>` (its durable consumer has nothing pending or
+/// unacknowledged): a finding is acknowledged once the coordinator holds
+/// it for the tasks it is addressed to.
+async fn findings_handled(api: &Api) {
+    let js = jetstream::new(api.nats.clone());
+    eventually(
+        "the coordinator's findings consumer (coordinator-findings) to handle every finding",
+        Duration::from_secs(15),
+        || async {
+            let mut c: jetstream::consumer::PullConsumer = js
+                .get_consumer_from_stream("coordinator-findings", "CAUCUS_FINDINGS")
+                .await
+                .ok()?;
+            let i = c.info().await.ok()?;
+            (i.num_pending == 0 && i.num_ack_pending == 0).then_some(())
+        },
+    )
+    .await;
+}
+
+/// Polls `f` until it returns `Ok`, or panics naming `what` and the last
+/// thing `f` saw (its `Err`), so a failure says what was missing.
+async fn poll<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        match f().await {
+            Ok(v) => return v,
+            Err(last) if Instant::now() >= deadline => {
+                panic!("timed out after {timeout:?} waiting for {what}; last seen: {last}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// One dead letter: where it came from and why.
+#[derive(Debug)]
+struct DeadLetter {
+    subject: String,
+    code: Option<String>,
+    error: Option<String>,
+    payload: String,
+}
+
+/// Every dead letter so far.
+async fn dead_letters(nats: &async_nats::Client) -> Vec<DeadLetter> {
+    use jetstream::consumer::{pull, AckPolicy};
+    let js = jetstream::new(nats.clone());
+    let Ok(stream) = js.get_stream("CAUCUS_DLQ").await else {
+        return Vec::new();
+    };
+    let mut consumer = stream
+        .create_consumer(pull::Config {
+            ack_policy: AckPolicy::None,
+            ..Default::default()
+        })
+        .await
+        .expect("DLQ consumer");
+    let total = consumer
+        .info()
+        .await
+        .expect("DLQ consumer info")
+        .num_pending as usize;
+    let mut out = Vec::with_capacity(total);
+    if total == 0 {
+        return out;
+    }
+    let mut msgs = consumer.messages().await.expect("DLQ messages");
+    while out.len() < total {
+        let m = msgs.next().await.expect("a dead letter").expect("ok");
+        let header = |k: &str| {
+            m.headers
+                .as_ref()
+                .and_then(|h| h.get(k))
+                .map(|v| v.as_str().to_string())
+        };
+        out.push(DeadLetter {
+            subject: m.subject.to_string(),
+            code: header("Caucus-Dlq-Code"),
+            error: header("Caucus-Dlq-Error"),
+            payload: String::from_utf8_lossy(&m.payload)
+                .chars()
+                .take(300)
+                .collect(),
+        });
+    }
+    out
+}
+
+/// Fails listing the dead letters when there are any.
+async fn assert_no_dead_letters(api: &Api, when: &str) {
+    let dl = dead_letters(&api.nats).await;
+    assert!(
+        dl.is_empty(),
+        "nothing should be dead-lettered {when}: {dl:#?}"
+    );
+}
+
+/// The gate's decision package of `wf`.
+async fn package(api: &Api, wf: &str) -> Value {
+    call(api, "gate", json!({"workflow_id": wf}))
+        .await
+        .unwrap_or_else(|e| panic!("gate package of {wf}: {e:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seeds_finding_reaches_the_valuation_task_its_sender_and_the_gate() {
+    let stack = Stack::start();
+    let _c = coordinator(&stack, &[]);
+    let rec = Recorder::new();
+    let _w = worker(&stack, "valuation", 1, &rec.handler(), &[]);
+    let api = Api::connect(&stack).await;
+    let outside = Outside::connect(&stack).await;
+
+    outside
+        .publish("caucus.findings.AAPL", SEED_FINDING.as_bytes())
+        .await;
+    let published = chrono::Utc::now();
+    findings_handled(&api).await;
+    let wf = submit_held(&api, "AAPL", valuation_pipeline()).await;
+
+    // (a) The valuation task received it in inputs.findings.
+    let d = rec.dispatch_of(&wf, "valuation").await;
+    let got = findings_of(&d);
+    let seed: Vec<&InputFinding> = got
+        .iter()
+        .filter(|f| f.from_agent == "financial_analyst")
+        .collect();
+    assert_eq!(
+        seed.len(),
+        1,
+        "the valuation dispatch should carry the seed's finding once in inputs.findings; inputs: {:?}",
+        d.inputs
+    );
+    let f = seed[0];
+    assert!(!f.id.is_empty(), "the finding has an id: {f:?}");
+    assert_eq!(f.to_agent, "valuation_agent", "to_agent as sent: {f:?}");
+    assert_eq!(
+        f.priority,
+        caucus_shared::envelope::Priority::High,
+        "priority: {f:?}"
+    );
+    assert!(f.requires_response, "requires_response: {f:?}");
+    assert_eq!(f.text(), SEED_TEXT, "content.finding: {f:?}");
+    assert_eq!(f.content["confidence"], 0.85, "content as sent: {f:?}");
+    assert_eq!(
+        f.content["evidence"],
+        json!(["10-K p.47"]),
+        "evidence: {f:?}"
+    );
+    assert_eq!(f.impact(), Some("Adjust FCF projections"), "impact: {f:?}");
+    let skew = chrono::Duration::seconds(5);
+    assert!(
+        f.stored_at <= d.dispatched_at && f.stored_at > published - skew,
+        "stored_at {} should be the JetStream time of the publish (~{published}) and before the dispatch at {}",
+        f.stored_at,
+        d.dispatched_at
+    );
+
+    // (b) Its sender gets a confirmation on caucus.msg.financial_analyst.
+    let id = f.id.clone();
+    let confirmation = eventually(
+        "a confirmation of the seed's finding on caucus.msg.financial_analyst",
+        Duration::from_secs(15),
+        || async {
+            stream_messages(&api.nats, "CAUCUS_MESSAGES", "caucus.msg.financial_analyst")
+                .await
+                .into_iter()
+                .find(|m| {
+                    m.body["message_type"] == "confirmation" && m.body["correlation_id"] == id
+                })
+        },
+    )
+    .await;
+    let c = &confirmation.body;
+    assert_eq!(
+        c["from_agent"], "valuation",
+        "confirmed by the agent type: {c}"
+    );
+    assert_eq!(c["content"]["in_reply_to"], json!(id), "in_reply_to: {c}");
+    assert_eq!(
+        c["content"]["used"], true,
+        "the agent's `responses` said used: {c}"
+    );
+    assert_eq!(
+        c["content"]["note"], "raised capex in the FCF projection",
+        "the agent's note: {c}"
+    );
+    assert_eq!(
+        confirmation.msg_id.as_deref(),
+        Some(format!("confirm:{id}:valuation").as_str()),
+        "the confirmation's Nats-Msg-Id de-duplicates re-runs"
+    );
+    let out = &api.status(std::slice::from_ref(&wf)).await[0]["tasks"]["valuation"]["output"];
+    assert!(
+        out.get("responses").is_none(),
+        "the worker lifts `responses` out of the output: {out}"
+    );
+
+    // (c) The gate's package lists it as an outside finding for valuation,
+    // answered and used.
+    wait_gate(&api, &wf, "review").await;
+    let listed = poll(
+        "the seed's finding listed as answered in the decision package",
+        Duration::from_secs(15),
+        || async {
+            let pkg = package(&api, &wf).await;
+            let f = pkg["findings"]
+                .as_array()
+                .and_then(|fs| fs.iter().find(|f| f["finding"] == SEED_TEXT))
+                .ok_or_else(|| format!("not listed; findings: {}", pkg["findings"]))?;
+            if f["answered"] == true {
+                Ok(f.clone())
+            } else {
+                Err(format!("listed but not answered: {f}"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(listed["source"], "outside", "{listed}");
+    assert_eq!(listed["from_agent"], "financial_analyst", "{listed}");
+    assert_eq!(listed["to_agent"], "valuation_agent", "{listed}");
+    assert_eq!(listed["priority"], "high", "{listed}");
+    assert_eq!(listed["confidence"], 0.85, "{listed}");
+    assert_eq!(listed["evidence"], json!(["10-K p.47"]), "{listed}");
+    assert_eq!(
+        listed["late"], false,
+        "it came before the analysis: {listed}"
+    );
+    assert_eq!(listed["requires_response"], true, "{listed}");
+    assert_eq!(listed["used"], true, "{listed}");
+    assert_eq!(
+        listed["finding_id"],
+        json!(id),
+        "the package names the finding by the id the task and the confirmation used: {listed}"
+    );
+    assert_no_dead_letters(&api, "when the seed's finding is delivered and confirmed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finding_nobody_answers_raises_a_response_overdue_card() {
+    let stack = Stack::start();
+    // `strategy` is an agent type of the built-in stock-analysis pipeline;
+    // no strategy worker runs, so nobody answers.
+    let _c = coordinator(
+        &stack,
+        &[("CAUCUS_COORDINATOR_RESPONSE_TIMEOUT__HIGH", "2s")],
+    );
+    let api = Api::connect(&stack).await;
+    let outside = Outside::connect(&stack).await;
+    let body = SEED_FINDING.replace("valuation_agent", "strategy_agent");
+    let sent = Instant::now();
+    outside.publish("caucus.findings.AAPL", body).await;
+
+    let card = eventually(
+        "a response_overdue alert card on caucus.alerts.> for the finding to strategy_agent",
+        Duration::from_secs(15),
+        || async {
+            stream_messages(&api.nats, "CAUCUS_EVENTS", "caucus.alerts.>")
+                .await
+                .into_iter()
+                .find(|a| a.body["content"]["event_type"] == "response_overdue")
+        },
+    )
+    .await;
+    let waited = sent.elapsed();
+    let c = &card.body["content"];
+    assert_eq!(
+        c["from_agent"], "financial_analyst",
+        "names the sender: {c}"
+    );
+    assert_eq!(c["to_agent"], "strategy_agent", "names the addressee: {c}");
+    assert_eq!(c["item"], "AAPL", "names the item: {c}");
+    assert!(
+        waited >= Duration::from_millis(1500),
+        "the card came after {waited:?}, before the 2 s response time-out: {c}"
+    );
+    let cards = stream_messages(&api.nats, "CAUCUS_EVENTS", "caucus.alerts.>")
+        .await
+        .into_iter()
+        .filter(|a| a.body["content"]["event_type"] == "response_overdue")
+        .count();
+    assert_eq!(cards, 1, "one card per unanswered message");
+    assert_no_dead_letters(&api, "for a finding to a known agent type without a worker").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_becomes_work_and_is_answered_with_a_finding_and_a_confirmation() {
+    let stack = Stack::start();
+    let _c = coordinator(&stack, &[]);
+    let rec = Recorder::new();
+    let _w = worker(&stack, "valuation", 1, &rec.handler(), &[]);
+    let api = Api::connect(&stack).await;
+    let outside = Outside::connect(&stack).await;
+    let req_id = "risk-req-aapl-1";
+    let query = "Fair value of AAPL if capex rises 10%?";
+    let deadline = (chrono::Utc::now() + chrono::Duration::seconds(60))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let body = format!(
+        r#"{{"id":"{req_id}","message_type":"request","from_agent":"risk_service","to_agent":"valuation","priority":"high","content":{{"query":"{query}","item":"AAPL","deadline":"{deadline}"}}}}"#
+    );
+    outside.publish("caucus.msg.valuation", body).await;
+
+    // The work: a valuation task on AAPL about the query.
+    let d = eventually(
+        "a valuation task on AAPL for the request",
+        Duration::from_secs(20),
+        || async {
+            rec.dispatches()
+                .into_iter()
+                .find(|d| d.item == "AAPL" && d.agent_type == "valuation")
+        },
+    )
+    .await;
+    let text = serde_json::to_string(&d).expect("dispatch serialises");
+    assert!(
+        text.contains(query),
+        "the task should carry the request's query: {text}"
+    );
+
+    // The answer: a finding to the requester, correlated by the request id.
+    let answer = eventually(
+        "a finding on caucus.findings.AAPL with correlation_id = the request id",
+        Duration::from_secs(20),
+        || async {
+            stream_messages(&api.nats, "CAUCUS_FINDINGS", "caucus.findings.AAPL")
+                .await
+                .into_iter()
+                .find(|m| m.body["correlation_id"] == req_id)
+        },
+    )
+    .await;
+    let a = &answer.body;
+    assert_eq!(a["message_type"], "finding", "{a}");
+    assert_eq!(
+        a["to_agent"], "risk_service",
+        "addressed to the requester: {a}"
+    );
+
+    // And a confirmation on the requester's subject.
+    let conf = eventually(
+        "a confirmation on caucus.msg.risk_service with correlation_id = the request id",
+        Duration::from_secs(20),
+        || async {
+            stream_messages(&api.nats, "CAUCUS_MESSAGES", "caucus.msg.risk_service")
+                .await
+                .into_iter()
+                .find(|m| {
+                    m.body["message_type"] == "confirmation" && m.body["correlation_id"] == req_id
+                })
+        },
+    )
+    .await;
+    assert_eq!(conf.body["to_agent"], "risk_service", "{}", conf.body);
+    // The answer is for an outside requester, not an agent type: it must
+    // not be dead-lettered as unaddressable once the coordinator reads it.
+    findings_handled(&api).await;
+    assert_no_dead_letters(&api, "for a request and its answer").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_critical_finding_after_the_valuation_flags_the_workflow_at_its_gate() {
+    let stack = Stack::start();
+    let _c = coordinator(&stack, &[]);
+    let rec = Recorder::new();
+    let _w = worker(&stack, "valuation", 1, &rec.handler(), &[]);
+    let api = Api::connect(&stack).await;
+    let outside = Outside::connect(&stack).await;
+    let wf = submit_held(&api, "AAPL", valuation_pipeline()).await;
+    wait_gate(&api, &wf, "review").await;
+
+    let late = r#"{"id":"late-capex-1","message_type":"finding","from_agent":"financial_analyst","to_agent":"valuation_agent","priority":"critical","content":{"finding":"Capex guidance withdrawn","confidence":0.9,"evidence":["8-K item 7.01"],"impact":"Re-run the DCF"}}"#;
+    outside
+        .publish("caucus.findings.AAPL", late.as_bytes())
+        .await;
+
+    let ids = vec![wf.clone()];
+    let flag = eventually(
+        "a late_finding flag on the workflow waiting at its gate",
+        Duration::from_secs(15),
+        || async {
+            let w = api.status(&ids).await.pop()?;
+            w["flags"]
+                .as_array()?
+                .iter()
+                .find(|f| f["kind"] == "late_finding")
+                .cloned()
+        },
+    )
+    .await;
+    let detail = &flag["detail"];
+    assert_eq!(detail["id"], "late-capex-1", "{flag}");
+    assert_eq!(detail["from_agent"], "financial_analyst", "{flag}");
+    assert_eq!(detail["to_agent"], "valuation_agent", "{flag}");
+    assert_eq!(detail["priority"], "critical", "{flag}");
+    assert_eq!(detail["finding"], "Capex guidance withdrawn", "{flag}");
+    assert_eq!(detail["impact"], "Re-run the DCF", "{flag}");
+    assert_eq!(
+        detail["stages"],
+        json!(["valuation"]),
+        "it arrived after the valuation stage: {flag}"
+    );
+    let w = api.status(&ids).await.pop().expect("status");
+    assert_eq!(w["reevaluate"], true, "{w}");
+    assert_eq!(w["state"], "running", "still waiting at its gate: {w}");
+
+    let pkg = package(&api, &wf).await;
+    let listed = pkg["late_findings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("the package has no late_findings list: {pkg}"));
+    let l = listed
+        .iter()
+        .find(|l| l["id"] == "late-capex-1")
+        .unwrap_or_else(|| panic!("the late finding is not under late_findings: {pkg}"));
+    assert_eq!(l["stages"], json!(["valuation"]), "{l}");
+    assert!(
+        l["rerun"].as_str().is_some_and(|r| r.contains(&wf)),
+        "the package says how to re-run the stages from this gate: {l}"
+    );
+    let f = pkg["findings"]
+        .as_array()
+        .and_then(|fs| {
+            fs.iter()
+                .find(|f| f["finding"] == "Capex guidance withdrawn")
+        })
+        .unwrap_or_else(|| panic!("the late finding is not in the package's findings: {pkg}"));
+    assert_eq!(f["late"], true, "{f}");
+    assert_eq!(f["source"], "outside", "{f}");
+    assert_eq!(
+        pkg["can_approve"], true,
+        "a late finding does not block approval: {pkg}"
+    );
+    // People hear of it: an alert card naming the finding and the workflow.
+    let card = eventually(
+        "an alert card about the late finding",
+        Duration::from_secs(10),
+        || async {
+            stream_messages(&api.nats, "CAUCUS_EVENTS", "caucus.alerts.>")
+                .await
+                .into_iter()
+                .find(|a| a.body["content"]["detail"]["id"] == "late-capex-1")
+        },
+    )
+    .await;
+    let c = &card.body["content"];
+    assert_eq!(c["kind"], "late_finding", "{c}");
+    assert!(
+        c["workflows"]
+            .as_array()
+            .is_some_and(|ws| ws.iter().any(|w| w["workflow_id"] == json!(wf))),
+        "the card names the flagged workflow {wf}: {c}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_findings_are_dead_lettered_and_do_not_stall_the_next() {
+    let stack = Stack::start();
+    let _c = coordinator(&stack, &[("CAUCUS_MAX_BODY_BYTES", "8192")]);
+    let rec = Recorder::new();
+    let _w = worker(&stack, "valuation", 1, &rec.handler(), &[]);
+    let api = Api::connect(&stack).await;
+    let outside = Outside::connect(&stack).await;
+
+    let subject = "caucus.findings.AAPL";
+    outside
+        .publish(subject, "finding: capex up, see 10-K".as_bytes())
+        .await;
+    let oversize = SEED_FINDING.replace("10-K p.47", &"x".repeat(10_000));
+    outside.publish(subject, oversize).await;
+    let nobody = SEED_FINDING.replace("valuation_agent", "nobody_agent");
+    outside.publish(subject, nobody).await;
+    let valid = r#"{"message_type":"finding","from_agent":"supply_chain_service","to_agent":"valuation","priority":"normal","content":{"finding":"Supplier lead times shortened","confidence":0.6,"evidence":["survey"]}}"#;
+    outside.publish(subject, valid.as_bytes()).await;
+
+    let dl = eventually(
+        "three dead letters from caucus.findings.AAPL",
+        Duration::from_secs(15),
+        || async {
+            let dl = dead_letters(&api.nats).await;
+            (dl.len() >= 3).then_some(dl)
+        },
+    )
+    .await;
+    for code in ["malformed_json", "too_large", "unaddressable"] {
+        let d = dl
+            .iter()
+            .find(|d| d.code.as_deref() == Some(code))
+            .unwrap_or_else(|| panic!("no dead letter with Caucus-Dlq-Code {code}: {dl:#?}"));
+        assert_eq!(d.subject, "caucus.dlq.caucus.findings.AAPL", "{d:#?}");
+        assert!(
+            d.error.as_deref().is_some_and(|e| !e.is_empty()),
+            "a dead letter says why in Caucus-Dlq-Error: {d:#?}"
+        );
+    }
+    let unaddressable = dl
+        .iter()
+        .find(|d| d.code.as_deref() == Some("unaddressable"))
+        .expect("checked above");
+    assert!(
+        unaddressable.payload.contains("nobody_agent"),
+        "the unaddressable dead letter is the nobody_agent finding: {unaddressable:#?}"
+    );
+    assert_eq!(dl.len(), 3, "only the three bad ones: {dl:#?}");
+
+    // The valid finding behind them still reaches a task.
+    findings_handled(&api).await;
+    let wf = submit_held(&api, "AAPL", valuation_pipeline()).await;
+    let d = rec.dispatch_of(&wf, "valuation").await;
+    let got = findings_of(&d);
+    assert_eq!(
+        got.iter().map(InputFinding::text).collect::<Vec<_>>(),
+        vec!["Supplier lead times shortened"],
+        "only the valid finding reaches the valuation task: {:?}",
+        d.inputs
+    );
+}
