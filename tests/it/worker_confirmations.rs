@@ -2,7 +2,8 @@
 //! `confirmation`s on `caucus.msg.<sender>`, on real servers and a real
 //! worker process with an `exec:` agent: the handler's `responses` become
 //! answers, an unanswered finding that asks for one gets a receipt, and a
-//! re-run of the task does not confirm twice.
+//! re-run of the task does not confirm twice; the built-in valuation agent
+//! answers from the findings it applied.
 
 use std::time::Duration;
 
@@ -30,16 +31,25 @@ fn finding(id: &str, from: &str, to: &str, requires_response: bool) -> Value {
 /// Publishes attempt `attempt` of the valuation task straight onto its
 /// work queue (no coordinator: the worker runs whatever is dispatched).
 async fn dispatch(api: &Api, attempt: u32) {
+    dispatch_with(
+        api,
+        attempt,
+        json!([
+            finding("f1", "financial_analyst", "valuation_agent", true),
+            finding("f2", "news_service", "all", true),
+            finding("f3", "news_service", "valuation", false),
+        ]),
+    )
+    .await;
+}
+
+async fn dispatch_with(api: &Api, attempt: u32, findings: Value) {
     let js = async_nats::jetstream::new(api.nats.clone());
     let d = json!({
         "task_id": "wf-conf/valuation", "workflow_id": "wf-conf", "item": "AAPL",
         "pipeline": "p", "stage": "valuation", "agent_type": "valuation",
         "attempt": attempt, "dispatched_at": Utc::now(),
-        "inputs": {"findings": [
-            finding("f1", "financial_analyst", "valuation_agent", true),
-            finding("f2", "news_service", "all", true),
-            finding("f3", "news_service", "valuation", false),
-        ]}
+        "inputs": {"findings": findings}
     });
     let mut headers = async_nats::HeaderMap::new();
     headers.insert(
@@ -128,4 +138,45 @@ async fn exec_agent_findings_are_confirmed_once() {
     .await;
     assert_eq!(confirmations_to(&api, "financial_analyst").await.len(), 1);
     assert_eq!(confirmations_to(&api, "news_service").await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn builtin_valuation_confirms_what_it_applied() {
+    let stack = Stack::start();
+    let _w = worker(&stack, "valuation", 1, "builtin", &[]);
+    let api = Api::connect(&stack).await;
+    let mut capex = finding("f1", "financial_analyst", "valuation_agent", true);
+    capex["content"]["finding"] = json!("Abnormal capex increase");
+    let mut other = finding("f2", "news_service", "all", true);
+    other["content"] = json!({"finding": "New CEO appointed", "impact": "Watch guidance"});
+    dispatch_with(&api, 1, json!([capex, other])).await;
+
+    let done = eventually("the task to complete", WAIT, || async {
+        completions(&api).await.into_iter().next()
+    })
+    .await;
+    let applied = &done["output"]["applied_findings"];
+    assert_eq!(applied.as_array().map(Vec::len), Some(1), "{applied}");
+    assert_eq!(applied[0]["finding_id"], "f1");
+
+    let to_fin = confirmations_to(&api, "financial_analyst").await;
+    assert_eq!(to_fin.len(), 1, "{to_fin:?}");
+    let c = &to_fin[0].body;
+    assert_eq!(c["correlation_id"], "f1");
+    assert_eq!(c["content"]["used"], true);
+    assert_eq!(c["content"]["note"], applied[0]["how"]);
+    assert!(c["content"]["note"]
+        .as_str()
+        .unwrap()
+        .starts_with("raised capex to "));
+
+    let to_news = confirmations_to(&api, "news_service").await;
+    assert_eq!(to_news.len(), 1, "{to_news:?}");
+    let n = &to_news[0].body;
+    assert_eq!(n["correlation_id"], "f2");
+    assert_eq!(n["content"]["used"], false);
+    assert_eq!(
+        n["content"]["note"],
+        "not applicable to the valuation analysis"
+    );
 }
