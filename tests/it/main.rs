@@ -31,6 +31,7 @@ mod patterns;
 mod pause_resume;
 mod readme_walkthrough;
 mod reconcile;
+mod requests;
 mod stack_env;
 mod submissions;
 mod watch_at_gate;

@@ -35,6 +35,16 @@ pub fn finding_id(request_id: &str) -> String {
     derived_uuid("caucus/request-answer/v1", &[request_id.as_bytes()])
 }
 
+/// Whether `env` is a request's answer finding (its id is the one derived
+/// from its `correlation_id`). Its addressee is the requester, which may
+/// be an outside service rather than an agent type: the findings consumer
+/// must not dead-letter it as unaddressable.
+pub fn is_answer_finding(env: &Envelope) -> bool {
+    env.correlation_id
+        .as_deref()
+        .is_some_and(|c| env.id == finding_id(c))
+}
+
 fn confirmation_id(request_id: &str) -> String {
     derived_uuid("caucus/request-confirm/v1", &[request_id.as_bytes()])
 }
@@ -280,6 +290,12 @@ mod tests {
         assert_eq!(f.correlation_id.as_deref(), Some("r-1"));
         assert_eq!(f.priority, Priority::High);
         assert_eq!(f.id, finding_id("r-1"));
+        assert!(is_answer_finding(&f));
+        let mut other = f.clone();
+        other.correlation_id = Some("r-2".into());
+        assert!(!is_answer_finding(&other), "id not derived from r-2");
+        other.correlation_id = None;
+        assert!(!is_answer_finding(&other));
         let fc: Finding = f.content_as().unwrap();
         assert_eq!(
             fc.finding,

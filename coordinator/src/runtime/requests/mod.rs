@@ -80,7 +80,9 @@ mod answers;
 mod intake;
 pub mod params;
 
-pub use answer::{finding_id, is_answered, AnsweredDetail, OmittedOutput, ANSWERED_FLAG};
+pub use answer::{
+    finding_id, is_answer_finding, is_answered, AnsweredDetail, OmittedOutput, ANSWERED_FLAG,
+};
 pub use answers::{
     RequestAnswers, DEADLINE_MISSED, MAX_ANSWERS_PER_FLUSH, MAX_VALUE_BYTES, REQUEST_FAILED,
 };
