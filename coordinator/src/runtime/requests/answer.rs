@@ -225,6 +225,12 @@ pub fn answer(
     })
 }
 
+/// Whether `rec` carries an answered flag (a request workflow carries only
+/// its own: the cheap test before its params are read).
+pub fn has_answered_flag(rec: &WorkflowRecord) -> bool {
+    rec.flags.iter().any(|f| f.kind == ANSWERED_FLAG)
+}
+
 /// Whether `rec` carries the answered flag of `request_id`.
 pub fn is_answered(rec: &WorkflowRecord, request_id: &str) -> bool {
     let id = finding_msg_id(request_id);

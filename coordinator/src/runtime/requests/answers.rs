@@ -8,7 +8,9 @@ use futures::future::join_all;
 
 use caucus_shared::subjects::Subjects;
 
-use super::answer::{answer, confirmation_msg_id, finding_msg_id, is_answered, Answer};
+use super::answer::{
+    answer, confirmation_msg_id, finding_msg_id, has_answered_flag, is_answered, Answer,
+};
 use super::params::{looks_like_request, request_of, RequestParams};
 use crate::engine::Engine;
 use crate::runtime::publish::{publish, PublishError};
@@ -122,7 +124,7 @@ impl RequestAnswers {
         let candidates: HashSet<&String> = dirty.iter().chain(self.pending.iter()).collect();
         for id in candidates {
             let Some(rec) = engine.get(id) else { continue };
-            if !looks_like_request(rec) || !rec.state.is_terminal() {
+            if !looks_like_request(rec) || !rec.state.is_terminal() || has_answered_flag(rec) {
                 continue;
             }
             let Some(req) = request_of(rec) else { continue };
@@ -212,7 +214,8 @@ fn sweep(engine: &mut Engine, dirty: &mut HashSet<String>, now: DateTime<Utc>) -
     let mut unanswered = Vec::new();
     let mut endings = Vec::new();
     for rec in engine.workflows() {
-        if !looks_like_request(rec) {
+        // Finished and answered: skipped before its params are read.
+        if !looks_like_request(rec) || (rec.state.is_terminal() && has_answered_flag(rec)) {
             continue;
         }
         let Some(req) = request_of(rec) else { continue };
