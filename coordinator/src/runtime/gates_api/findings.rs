@@ -20,7 +20,8 @@ use caucus_shared::subjects::StreamKind;
 use super::super::gates_package::finding_id;
 use super::super::inbound::{ResponseRecord, ResponseStore, RESPONSES_BUCKET};
 use super::listing::{
-    applied_in, apply_answer, apply_applied, mark_late, source_of, DoneTask, Listed, Newest,
+    applied_in, apply_answer, apply_applied, mark_late, message_id, source_of, DoneTask, Listed,
+    Newest,
 };
 use super::package::MAX_PACKAGE_FINDINGS;
 use super::GateApi;
@@ -116,13 +117,17 @@ impl GateApi {
         for _ in 0..pending.min(MAX_SCANNED) {
             let next = tokio::time::timeout(self.timeout, msgs.next()).await;
             let Ok(Some(Ok(m))) = next else { break };
-            let stored_at = m.info().ok().map(|i| to_chrono(i.published));
+            let place = m.info().ok().map(|i| Place {
+                stream: i.stream.to_string(),
+                sequence: i.stream_sequence,
+                stored_at: to_chrono(i.published),
+            });
             let msg_id = m
                 .headers
                 .as_ref()
                 .and_then(|h| h.get("Nats-Msg-Id"))
                 .map(|id| id.as_str().to_string());
-            if let Some(l) = listed(&rec.workflow_id, &m.payload, msg_id.as_deref(), stored_at) {
+            if let Some(l) = listed(&rec.workflow_id, &m.payload, msg_id.as_deref(), place) {
                 out.push(l);
             }
         }
@@ -180,11 +185,12 @@ fn deliver_policy(lookback: Option<Duration>) -> DeliverPolicy {
     }
 }
 
-/// The workflow's completed tasks with their completion times.
+/// The workflow's completed agent tasks with their completion times
+/// (a decided gate is no analysis a finding could have reached).
 fn done_tasks(rec: &WorkflowRecord) -> Vec<DoneTask> {
     rec.tasks
         .values()
-        .filter(|t| t.state == TaskRunState::Completed)
+        .filter(|t| t.state == TaskRunState::Completed && t.gate.is_none())
         .filter_map(|t| {
             Some(DoneTask {
                 stage: t.stage.clone(),
@@ -193,6 +199,17 @@ fn done_tasks(rec: &WorkflowRecord) -> Vec<DoneTask> {
             })
         })
         .collect()
+}
+
+/// Where JetStream stored a message.
+#[derive(Debug, Clone)]
+struct Place {
+    /// The stream.
+    stream: String,
+    /// Its sequence in the stream.
+    sequence: u64,
+    /// When it was stored.
+    stored_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// A message on the item's subject as the package lists it; `None` when it
@@ -204,9 +221,13 @@ fn listed(
     workflow_id: &str,
     payload: &[u8],
     msg_id: Option<&str>,
-    stored_at: Option<chrono::DateTime<chrono::Utc>>,
+    place: Option<Place>,
 ) -> Option<Listed> {
     let env = serde_json::from_slice::<LooseMessage>(payload).ok()?;
+    let envelope_id = match &place {
+        Some(p) => Some(message_id(env.id.as_deref(), msg_id, &p.stream, p.sequence)),
+        None => env.id.clone().or_else(|| msg_id.map(str::to_string)),
+    };
     let kind = env.message_type.as_deref()?;
     if !FINDING_TYPES.contains(&kind) {
         return None;
@@ -233,11 +254,11 @@ fn listed(
         metric: c.metric,
         value: c.value,
         timestamp: env.timestamp,
-        finding_id: run_id.or_else(|| env.id.clone()),
+        finding_id: run_id.or_else(|| envelope_id.clone()),
         to_agent: env.to_agent.filter(|t| !t.trim().is_empty()),
         priority: env.priority,
         source,
-        stored_at,
+        stored_at: place.map(|p| p.stored_at),
         late: false,
         rerun_stages: Vec::new(),
         requires_response: env.requires_response.unwrap_or(false),
@@ -247,7 +268,7 @@ fn listed(
     };
     Some(Listed {
         finding,
-        envelope_id: env.id,
+        envelope_id,
     })
 }
 
@@ -301,7 +322,17 @@ mod tests {
     use super::*;
 
     fn read(v: serde_json::Value, msg_id: Option<&str>) -> Option<Listed> {
-        listed("wf-1", &serde_json::to_vec(&v).unwrap(), msg_id, None)
+        let place = Place {
+            stream: "FINDINGS".into(),
+            sequence: 42,
+            stored_at: chrono::Utc::now(),
+        };
+        listed(
+            "wf-1",
+            &serde_json::to_vec(&v).unwrap(),
+            msg_id,
+            Some(place),
+        )
     }
 
     #[test]
@@ -322,6 +353,20 @@ mod tests {
         assert_eq!(f.finding_id.as_deref(), Some("m-1"));
         assert_eq!(l.envelope_id.as_deref(), Some("m-1"));
         assert_eq!(f.evidence, ["10-K p.47"]);
+        assert!(f.stored_at.is_some());
+
+        let no_id = read(
+            json!({"message_type": "finding", "from_agent": "financial_analyst",
+                   "to_agent": "valuation_agent", "content": {"finding": "capex"}}),
+            None,
+        )
+        .expect("listed");
+        assert_eq!(
+            no_id.envelope_id.as_deref(),
+            Some("FINDINGS:42"),
+            "a body without an id is named by its place in the stream"
+        );
+        assert_eq!(no_id.finding.finding_id, no_id.envelope_id);
     }
 
     #[test]

@@ -38,6 +38,22 @@ pub fn source_of(
     }
 }
 
+/// The id a stored message is known by: its envelope `id`; for a body
+/// without one (outside services may leave it out, and decoding would make
+/// up a new one on every read), its `Nats-Msg-Id`, else its place in the
+/// stream, `<stream>:<sequence>` (stable across reads and coordinators).
+pub fn message_id(
+    body_id: Option<&str>,
+    header_id: Option<&str>,
+    stream: &str,
+    sequence: u64,
+) -> String {
+    body_id
+        .or(header_id)
+        .filter(|id| !id.trim().is_empty())
+        .map_or_else(|| format!("{stream}:{sequence}"), str::to_string)
+}
+
 /// A completed task of the workflow, as late-finding decisions need it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DoneTask {
@@ -63,6 +79,7 @@ pub fn late_stages(
         return Vec::new();
     };
     done.iter()
+        .filter(|t| !t.agent_type.is_empty())
         .filter(|t| t.finished_at < at && addresses(to, &t.agent_type))
         .map(|t| t.stage.clone())
         .collect::<BTreeSet<_>>()
@@ -293,6 +310,14 @@ mod tests {
     }
 
     #[test]
+    fn a_message_without_an_id_is_named_by_its_place_in_the_stream() {
+        assert_eq!(message_id(Some("m-1"), Some("h-1"), "FINDINGS", 7), "m-1");
+        assert_eq!(message_id(None, Some("h-1"), "FINDINGS", 7), "h-1");
+        assert_eq!(message_id(None, None, "FINDINGS", 7), "FINDINGS:7");
+        assert_eq!(message_id(Some(" "), None, "FINDINGS", 7), "FINDINGS:7");
+    }
+
+    #[test]
     fn a_finding_stored_after_its_addressees_task_completed_is_late() {
         let done = [
             DoneTask {
@@ -310,6 +335,11 @@ mod tests {
                 agent_type: "valuation".into(),
                 finished_at: at(40),
             },
+            DoneTask {
+                stage: "first_gate".into(),
+                agent_type: String::new(),
+                finished_at: at(15),
+            },
         ];
         assert_eq!(
             late_stages(&done, Some("valuation_agent"), Some(at(30))),
@@ -318,7 +348,8 @@ mod tests {
         );
         assert_eq!(
             late_stages(&done, Some("all"), Some(at(30))),
-            ["dcf_valuation", "financials"]
+            ["dcf_valuation", "financials"],
+            "`all` is every agent type, not a stage without an agent"
         );
         assert!(late_stages(&done, Some("strategy"), Some(at(30))).is_empty());
         assert!(late_stages(&done, None, Some(at(30))).is_empty());
