@@ -207,15 +207,19 @@ async fn wait_gate(api: &Api, wf: &str, gate: &str) {
 /// unacknowledged): a finding is acknowledged once the coordinator holds
 /// it for the tasks it is addressed to.
 async fn findings_handled(api: &Api) {
+    handled(api, "coordinator-findings", "CAUCUS_FINDINGS").await;
+}
+
+/// Waits until the coordinator's durable `consumer` on `stream` has
+/// nothing pending or unacknowledged.
+async fn handled(api: &Api, consumer: &str, stream: &str) {
     let js = jetstream::new(api.nats.clone());
     eventually(
-        "the coordinator's findings consumer (coordinator-findings) to handle every finding",
+        &format!("the coordinator's consumer {consumer} on {stream} to handle every message"),
         Duration::from_secs(15),
         || async {
-            let mut c: jetstream::consumer::PullConsumer = js
-                .get_consumer_from_stream("coordinator-findings", "CAUCUS_FINDINGS")
-                .await
-                .ok()?;
+            let mut c: jetstream::consumer::PullConsumer =
+                js.get_consumer_from_stream(consumer, stream).await.ok()?;
             let i = c.info().await.ok()?;
             (i.num_pending == 0 && i.num_ack_pending == 0).then_some(())
         },
@@ -240,6 +244,13 @@ where
             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
     }
+}
+
+/// The last `n` lines `svc` printed, for failure messages.
+fn log_tail(svc: &caucus_harness::Service, n: usize) -> String {
+    let out = svc.output();
+    let lines: Vec<&str> = out.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 /// One dead letter: where it came from and why.
@@ -406,6 +417,11 @@ async fn the_seeds_finding_reaches_the_valuation_task_its_sender_and_the_gate() 
         "the worker lifts `responses` out of the output: {out}"
     );
 
+    // The coordinator reads the confirmation (it answers the awaited
+    // response); nothing on the way was dead-lettered.
+    handled(&api, "coordinator-messages", "CAUCUS_MESSAGES").await;
+    assert_no_dead_letters(&api, "when the seed's finding is delivered and confirmed").await;
+
     // (c) The gate's package lists it as an outside finding for valuation,
     // answered and used.
     wait_gate(&api, &wf, "review").await;
@@ -443,7 +459,6 @@ async fn the_seeds_finding_reaches_the_valuation_task_its_sender_and_the_gate() 
         json!(id),
         "the package names the finding by the id the task and the confirmation used: {listed}"
     );
-    assert_no_dead_letters(&api, "when the seed's finding is delivered and confirmed").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -451,7 +466,7 @@ async fn a_finding_nobody_answers_raises_a_response_overdue_card() {
     let stack = Stack::start();
     // `strategy` is an agent type of the built-in stock-analysis pipeline;
     // no strategy worker runs, so nobody answers.
-    let _c = coordinator(
+    let coord = coordinator(
         &stack,
         &[("CAUCUS_COORDINATOR_RESPONSE_TIMEOUT__HIGH", "2s")],
     );
@@ -461,14 +476,18 @@ async fn a_finding_nobody_answers_raises_a_response_overdue_card() {
     let sent = Instant::now();
     outside.publish("caucus.findings.AAPL", body).await;
 
-    let card = eventually(
+    let card = poll(
         "a response_overdue alert card on caucus.alerts.> for the finding to strategy_agent",
         Duration::from_secs(15),
         || async {
-            stream_messages(&api.nats, "CAUCUS_EVENTS", "caucus.alerts.>")
-                .await
+            let cards = stream_messages(&api.nats, "CAUCUS_EVENTS", "caucus.alerts.>").await;
+            let seen: Vec<String> = cards.iter().map(|a| a.body.to_string()).collect();
+            cards
                 .into_iter()
                 .find(|a| a.body["content"]["event_type"] == "response_overdue")
+                .ok_or_else(|| {
+                    format!("cards {seen:?}; coordinator log:\n{}", log_tail(&coord, 40))
+                })
         },
     )
     .await;
