@@ -11,7 +11,10 @@
 //! 2. a request whose deadline already passed is answered at once with a
 //!    failure confirmation and runs nothing; one whose deadline passes
 //!    while it waits (no worker for its agent type) is ended as failed and
-//!    answered with "deadline <ts> missed".
+//!    answered with "deadline <ts> missed";
+//! 3. a request naming a running workflow (no item) runs on that
+//!    workflow's item, linked to it; when its task fails for good the
+//!    request workflow ends failed and the requester gets the failure.
 
 use std::time::Duration;
 
@@ -34,14 +37,27 @@ os.rename(tmp, tmp[:-4] + ".json")
 print(json.dumps({"fair_value": 123.4, "confidence": 0.7}))
 "##;
 
+/// Records its dispatch like [`AGENT`], then fails for good (exit 1).
+const FAILING_AGENT: &str = r##"
+import json, os, sys, uuid
+raw = sys.stdin.read()
+d = sys.argv[1]
+tmp = os.path.join(d, uuid.uuid4().hex + ".tmp")
+with open(tmp, "w") as f:
+    f.write(raw)
+os.rename(tmp, tmp[:-4] + ".json")
+sys.stderr.write("no appraisal data for this item")
+sys.exit(1)
+"##;
+
 struct Agent {
     dir: tempfile::TempDir,
 }
 
 impl Agent {
-    fn new() -> Agent {
+    fn new(script: &str) -> Agent {
         let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(dir.path().join("agent.py"), AGENT).expect("write agent.py");
+        std::fs::write(dir.path().join("agent.py"), script).expect("write agent.py");
         Agent { dir }
     }
 
@@ -140,6 +156,27 @@ async fn messages_handled(api: &Api) {
     .await;
 }
 
+/// Waits until the coordinator reads requests: its messages consumer
+/// starts at the stream's end, so a request published before it exists
+/// would never reach it.
+async fn coordinator_reading(api: &Api) {
+    let js = jetstream::new(api.nats.clone());
+    eventually(
+        "the coordinator's messages consumer (coordinator-messages) to exist",
+        Duration::from_secs(20),
+        || async {
+            js.get_consumer_from_stream::<jetstream::consumer::pull::Config, _, _>(
+                "coordinator-messages",
+                "CAUCUS_MESSAGES",
+            )
+            .await
+            .ok()
+            .map(|_| ())
+        },
+    )
+    .await;
+}
+
 /// The workflow ids of the request's submission (key `request:<id>`).
 async fn request_workflows(api: &Api, request_id: &str) -> Vec<String> {
     let r = call(
@@ -156,11 +193,12 @@ async fn request_workflows(api: &Api, request_id: &str) -> Vec<String> {
 async fn a_request_runs_once_and_is_answered_with_its_output() {
     let stack = Stack::start();
     let _c = coordinator(&stack, &[]);
-    let agent = Agent::new();
+    let agent = Agent::new(AGENT);
     let api = Api::connect(&stack).await;
     let nats = async_nats::connect(stack.nats.url())
         .await
         .expect("the requester connects");
+    coordinator_reading(&api).await;
     let id = "risk-req-once-1";
     let query = "Fair value of AAPL if capex rises 10%?";
     let deadline = rfc3339(chrono::Utc::now() + chrono::Duration::seconds(120));
@@ -247,6 +285,7 @@ async fn a_missed_deadline_is_answered_with_a_failure() {
     let nats = async_nats::connect(stack.nats.url())
         .await
         .expect("the requester connects");
+    coordinator_reading(&api).await;
 
     // Already past when read: a failure at once, and no work.
     let past = rfc3339(chrono::Utc::now() - chrono::Duration::seconds(5));
@@ -311,6 +350,79 @@ async fn a_missed_deadline_is_answered_with_a_failure() {
     assert_eq!(w["state"], "failed", "{w}");
     assert!(
         correlated(&api, "CAUCUS_FINDINGS", "caucus.findings.AAPL", wait_id)
+            .await
+            .is_empty(),
+        "a failure sends no finding"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_linked_to_a_running_workflow_answers_its_task_s_failure() {
+    let stack = Stack::start();
+    let _c = coordinator(&stack, &[]);
+    let api = Api::connect(&stack).await;
+    // The item's running workflow: nobody runs `screener`, so it waits.
+    let held = crate::common::pipeline("held", json!([{"name": "screen", "agent": "screener"}]));
+    let r = call(
+        &api,
+        "submit",
+        json!({"items": ["AAPL"], "pipeline": held, "time_unit_ms": 1000}),
+    )
+    .await
+    .expect("submit");
+    let parent = r["workflow_ids"][0]
+        .as_str()
+        .expect("a workflow id")
+        .to_string();
+    let agent = Agent::new(FAILING_AGENT);
+    let _w = worker(&stack, "appraiser", 1, &agent.handler(), &[]);
+    let nats = async_nats::connect(stack.nats.url())
+        .await
+        .expect("the requester connects");
+    coordinator_reading(&api).await;
+    let id = "risk-req-fail-1";
+    let body = format!(
+        r#"{{"id":"{id}","message_type":"request","from_agent":"risk_service","priority":"normal","content":{{"query":"Appraise it","workflow_id":"{parent}"}}}}"#
+    );
+    publish_raw(&nats, "caucus.msg.appraiser", body).await;
+
+    let conf = confirmation(&api, id).await;
+    let c = &conf.body["content"];
+    assert_eq!(c["agrees"], false, "{}", conf.body);
+    assert_eq!(c["used"], false, "{}", conf.body);
+    let note = c["note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("failed"),
+        "the failure is named: {}",
+        conf.body
+    );
+    assert!(
+        note.contains(&*parent),
+        "the linked workflow is named: {}",
+        conf.body
+    );
+    let ds = agent.dispatches();
+    assert_eq!(ds.len(), 1, "failed for good at once: {ds:?}");
+    assert_eq!(ds[0]["item"], "AAPL", "the linked workflow's item");
+    assert_eq!(
+        ds[0]["params"]["request"]["parent_workflow_id"], parent,
+        "{}",
+        ds[0]
+    );
+    let wfs = request_workflows(&api, id).await;
+    let w = api.status(&wfs).await.pop().expect("status");
+    assert_eq!(w["state"], "failed", "{w}");
+    let p = api
+        .status(std::slice::from_ref(&parent))
+        .await
+        .pop()
+        .expect("status");
+    assert_ne!(
+        p["state"], "failed",
+        "the linked workflow is untouched: {p}"
+    );
+    assert!(
+        correlated(&api, "CAUCUS_FINDINGS", "caucus.findings.AAPL", id)
             .await
             .is_empty(),
         "a failure sends no finding"
