@@ -20,9 +20,9 @@ use caucus_shared::subjects::StreamKind;
 use super::super::gates_package::finding_id;
 use super::super::inbound::{ResponseRecord, ResponseStore, RESPONSES_BUCKET};
 use super::listing::{
-    applied_in, apply_answer, apply_applied, mark_late, message_id, source_of, DoneTask, Listed,
-    Newest,
+    applied_in, apply_answer, apply_applied, mark_late, message_id, source_of, DoneTask,
 };
+use super::newest::{Listed, Newest};
 use super::package::MAX_PACKAGE_FINDINGS;
 use super::GateApi;
 use crate::workflow::{TaskRunState, WorkflowRecord};

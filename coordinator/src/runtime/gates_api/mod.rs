@@ -28,6 +28,7 @@ mod auto;
 mod decide;
 mod findings;
 mod listing;
+mod newest;
 mod package;
 mod review;
 
