@@ -68,6 +68,19 @@ impl Clock for ManualClock {
     }
 }
 
+/// JetStream's `time` timestamps → `chrono`.
+pub fn to_chrono(t: time::OffsetDateTime) -> DateTime<Utc> {
+    let nanos = i64::try_from(t.unix_timestamp_nanos()).unwrap_or(i64::MAX);
+    DateTime::from_timestamp_nanos(nanos)
+}
+
+/// `chrono` → JetStream's `time` (clamped to the Unix epoch).
+pub fn to_time(t: DateTime<Utc>) -> time::OffsetDateTime {
+    let nanos = t.timestamp_nanos_opt().unwrap_or(0).max(0);
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(nanos))
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,17 +93,4 @@ mod tests {
         c.advance(Duration::from_secs(90));
         assert_eq!((c.now() - t0).num_seconds(), 90);
     }
-}
-
-/// JetStream's `time` timestamps → `chrono`.
-pub fn to_chrono(t: time::OffsetDateTime) -> DateTime<Utc> {
-    let nanos = i64::try_from(t.unix_timestamp_nanos()).unwrap_or(i64::MAX);
-    DateTime::from_timestamp_nanos(nanos)
-}
-
-/// `chrono` → JetStream's `time` (clamped to the Unix epoch).
-pub fn to_time(t: DateTime<Utc>) -> time::OffsetDateTime {
-    let nanos = t.timestamp_nanos_opt().unwrap_or(0).max(0);
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(nanos))
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
 }

@@ -171,7 +171,27 @@ impl Envelope {
     /// Decodes and fully checks untrusted bytes (size, JSON, object,
     /// `schema_version`, `message_type`, fields, then content for its type).
     pub fn decode(bytes: &[u8], max_bytes: usize) -> Result<Envelope, DecodeError> {
-        let object = parse_object(bytes, max_bytes)?;
+        Envelope::decode_with_id(bytes, max_bytes, new_message_id)
+    }
+
+    /// Like [`Envelope::decode`], but a message sent without an `id` gets
+    /// `default_id()` instead of a fresh UUID: a stored message read twice
+    /// (a redelivery, a replay, another consumer) keeps one id when the
+    /// default is derived from where it is stored.
+    pub fn decode_with_id(
+        bytes: &[u8],
+        max_bytes: usize,
+        default_id: impl FnOnce() -> String,
+    ) -> Result<Envelope, DecodeError> {
+        let mut object = parse_object(bytes, max_bytes)?;
+        let missing = match object.get("id") {
+            None | Some(Value::Null) => true,
+            Some(Value::String(s)) => s.trim().is_empty(),
+            Some(_) => false,
+        };
+        if missing {
+            object.insert("id".into(), Value::String(default_id()));
+        }
         check_schema_version(&object)?;
         match object.get("message_type") {
             None | Some(Value::Null) => {
@@ -271,6 +291,16 @@ mod tests {
         assert_eq!(answer.correlation_id.as_deref(), Some(ask.id.as_str()));
         assert_eq!(answer.priority, Priority::High);
         assert_ne!(answer.id, ask.id);
+    }
+
+    #[test]
+    fn a_missing_id_takes_the_default_and_a_given_one_stays() {
+        let body = br#"{"message_type":"finding","from_agent":"a","content":{"finding":"f","confidence":0.5}}"#;
+        let a = Envelope::decode_with_id(body, 1 << 20, || "stored-7".into()).unwrap();
+        assert_eq!(a.id, "stored-7");
+        let with = br#"{"id":"mine","message_type":"finding","from_agent":"a","content":{"finding":"f","confidence":0.5}}"#;
+        let b = Envelope::decode_with_id(with, 1 << 20, || "stored-7".into()).unwrap();
+        assert_eq!(b.id, "mine");
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod api;
 pub(crate) mod connect;
 pub mod consume;
 pub mod dlq;
+pub mod stored;
 pub mod topology;
 pub mod trace;
 

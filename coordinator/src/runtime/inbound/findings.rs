@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
 use async_nats::jetstream::{self, AckKind};
-use chrono::{DateTime, Utc};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use caucus_shared::envelope::Envelope;
 use caucus_shared::nats::dlq::decode_or_dead_letter;
+use caucus_shared::nats::stored::stored_id;
 use caucus_shared::subjects::{decode_token, StreamKind, Subjects};
 
 use super::classify::{finding_intake, severity_of, FindingIntake, CODE_UNADDRESSABLE};
@@ -55,13 +55,7 @@ pub fn item_of(subjects: &Subjects, subject: &str) -> Option<String> {
     decode_token(token).ok()
 }
 
-/// When JetStream stored `msg` (now, when the info is missing).
-pub fn stored_at(msg: &jetstream::Message) -> DateTime<Utc> {
-    msg.info()
-        .ok()
-        .map(|i| caucus_shared::clock::to_chrono(i.published))
-        .unwrap_or_else(Utc::now)
-}
+pub use caucus_shared::nats::stored::stored_at;
 
 /// Consumes until `shutdown` (or the scheduler goes away).
 pub async fn run(consumer: PullConsumer, inbound: Inbound, shutdown: CancellationToken) {
@@ -120,8 +114,10 @@ pub(super) async fn dead_letter(
 
 async fn handle(inbound: &Inbound, msg: &jetstream::Message) -> Result<Settle, Retry> {
     // Dead-letters and settles what does not decode.
-    let Some(env) =
-        decode_or_dead_letter(&inbound.dlq, msg, inbound.max_bytes, Envelope::decode).await
+    let Some(env) = decode_or_dead_letter(&inbound.dlq, msg, inbound.max_bytes, |b, max| {
+        Envelope::decode_with_id(b, max, || stored_id(msg))
+    })
+    .await
     else {
         return Ok(Settle::Done);
     };
@@ -157,19 +153,10 @@ async fn handle(inbound: &Inbound, msg: &jetstream::Message) -> Result<Settle, R
     })
     .await;
     match held {
-        Ok(Ok(flagged)) => {
+        Ok(flagged) => {
             if flagged > 0 {
                 tracing::info!(finding_id = %env.id, item = %item, flagged, "late finding flagged workflows for re-evaluation");
             }
-        }
-        Ok(Err(why)) => {
-            if env.requires_response {
-                inbound
-                    .forget_response(&env.id)
-                    .await
-                    .map_err(|e| Retry::Later(e.to_string()))?;
-            }
-            return dead_letter(inbound, msg, CODE_UNADDRESSABLE, &why).await;
         }
         Err(AskError::Closed) => return Err(Retry::SchedulerGone),
         Err(e) => return Err(Retry::Later(format!("{e:?}"))),

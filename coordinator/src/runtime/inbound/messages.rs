@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use caucus_shared::envelope::{Envelope, MessageType};
 use caucus_shared::messages::{agent_type_of, Request, FLUSH_WORKING_MEMORY};
 use caucus_shared::nats::dlq::decode_or_dead_letter;
+use caucus_shared::nats::stored::stored_id;
 use caucus_shared::subjects::{decode_token, StreamKind, Subjects};
 
 use super::classify::CODE_UNADDRESSABLE;
@@ -88,8 +89,10 @@ pub async fn run(consumer: PullConsumer, inbound: Inbound, shutdown: Cancellatio
 }
 
 async fn handle(inbound: &Inbound, msg: &jetstream::Message) -> Result<Settle, Retry> {
-    let Some(env) =
-        decode_or_dead_letter(&inbound.dlq, msg, inbound.max_bytes, Envelope::decode).await
+    let Some(env) = decode_or_dead_letter(&inbound.dlq, msg, inbound.max_bytes, |b, max| {
+        Envelope::decode_with_id(b, max, || stored_id(msg))
+    })
+    .await
     else {
         return Ok(Settle::Done);
     };

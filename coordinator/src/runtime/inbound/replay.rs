@@ -10,7 +10,7 @@ use async_nats::jetstream::{self};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 
-use caucus_shared::envelope::Envelope;
+use caucus_shared::nats::stored::decode_stored;
 use caucus_shared::subjects::{StreamKind, Subjects};
 
 use super::classify::{finding_intake, FindingIntake};
@@ -63,7 +63,7 @@ pub async fn fill(
             break;
         };
         read += 1;
-        let Ok(env) = Envelope::decode(&m.payload, max_bytes) else {
+        let Ok(env) = decode_stored(&m, max_bytes) else {
             continue;
         };
         let Some(item) = item_of(subjects, &m.subject) else {

@@ -86,9 +86,6 @@ pub enum ResponseStoreError {
     /// A write failed.
     #[error("writing responses: {0}")]
     Write(#[from] kv::PutError),
-    /// A delete failed.
-    #[error("deleting a response: {0}")]
-    Delete(String),
     /// A stored record does not parse.
     #[error("stored response {key} does not parse: {source}")]
     Decode {
@@ -143,14 +140,6 @@ impl ResponseStore {
             .put(key_of(&rec.message_id), Bytes::from(body))
             .await?;
         Ok(())
-    }
-
-    /// Removes the record of `message_id`.
-    pub async fn delete(&self, message_id: &str) -> Result<(), ResponseStoreError> {
-        self.kv
-            .delete(key_of(message_id))
-            .await
-            .map_err(|e| ResponseStoreError::Delete(e.to_string()))
     }
 
     /// Every record still awaiting an answer or an alert.
