@@ -62,7 +62,12 @@
 //! gets the flag `request_answered` (detail id `answer:<request id>`) and
 //! is persisted; a failed publish is retried on the next flush. A failed
 //! request sends no finding: there is no result to share, and a finding
-//! would be handed to the requester's tasks as one.
+//! would be handed to the requester's tasks as one (nor an
+//! `agent_failure_event`: the agent did not fail the system, the request
+//! did not succeed, and the confirmation says so to the one who asked).
+//! The output is read from the record in memory: a spilled output
+//! (`coordinator.inline_output_bytes`) stays there too (the store parks it
+//! only while encoding, and reading a record fills it back in).
 //!
 //! **Ending.** On a tick, an unfinished request workflow whose deadline
 //! passed is ended as failed ("deadline <ts> missed"); so is one whose
