@@ -1,6 +1,7 @@
 //! The findings consumer: `caucus.findings.>` through the durable consumer
-//! `coordinator-findings` (new messages; the index is filled from the
-//! stream's history by [`super::replay`] when a term begins). Each message
+//! `coordinator-findings` (from the stream's start when it is first made,
+//! so findings stored before any coordinator ran are not missed; the index
+//! is refilled from the stream by [`super::replay`] when a term begins). Each message
 //! is acknowledged once its effect is stored: the finding held by the
 //! scheduler (and the flags it set persisted), its awaited response
 //! registered, or its alert card published.
@@ -40,7 +41,7 @@ pub async fn ensure_consumer(
         description: Some("findings: hand addressed ones to tasks, flag late ones".into()),
         filter_subject: subjects.findings_all(),
         ack_policy: AckPolicy::Explicit,
-        deliver_policy: DeliverPolicy::New,
+        deliver_policy: DeliverPolicy::All,
         ack_wait,
         ..Default::default()
     };

@@ -1,5 +1,6 @@
 //! The messages consumer: `caucus.msg.>` through the durable consumer
-//! `coordinator-messages` (new messages only).
+//! `coordinator-messages` (from the stream's start when it is first made:
+//! a request sent before any coordinator ran still becomes work).
 //!
 //! - `confirmation`: the answer to a message that awaited one
 //!   ([`super::awaiting`]);
@@ -49,7 +50,7 @@ pub async fn ensure_consumer(
         description: Some("messages: confirmations, requests, outside alerts".into()),
         filter_subject: format!("{}.msg.>", subjects.prefix()),
         ack_policy: AckPolicy::Explicit,
-        deliver_policy: DeliverPolicy::New,
+        deliver_policy: DeliverPolicy::All,
         ack_wait,
         ..Default::default()
     };
