@@ -202,6 +202,32 @@ async fn wait_gate(api: &Api, wf: &str, gate: &str) {
     .await;
 }
 
+/// Waits until the coordinator reads `caucus.findings.>` and `caucus.msg.>`
+/// (its durable consumers exist): what is published from then on is read
+/// as it comes. Messages stored before are the subject of
+/// `messages_stored_before_the_coordinator_leads_are_still_served`.
+async fn coordinator_reading(api: &Api) {
+    let js = jetstream::new(api.nats.clone());
+    for (consumer, stream) in [
+        ("coordinator-findings", "CAUCUS_FINDINGS"),
+        ("coordinator-messages", "CAUCUS_MESSAGES"),
+    ] {
+        eventually(
+            &format!("the coordinator's consumer {consumer} on {stream}"),
+            Duration::from_secs(15),
+            || async {
+                js.get_consumer_from_stream::<jetstream::consumer::pull::Config, _, _>(
+                    consumer, stream,
+                )
+                .await
+                .ok()
+                .map(|_| ())
+            },
+        )
+        .await;
+    }
+}
+
 /// Waits until the coordinator has handled every message on
 /// `caucus.findings.>` (its durable consumer has nothing pending or
 /// unacknowledged): a finding is acknowledged once the coordinator holds
@@ -331,6 +357,7 @@ async fn the_seeds_finding_reaches_the_valuation_task_its_sender_and_the_gate() 
     let _w = worker(&stack, "valuation", 1, &rec.handler(), &[]);
     let api = Api::connect(&stack).await;
     let outside = Outside::connect(&stack).await;
+    coordinator_reading(&api).await;
 
     outside
         .publish("caucus.findings.AAPL", SEED_FINDING.as_bytes())
@@ -472,6 +499,7 @@ async fn a_finding_nobody_answers_raises_a_response_overdue_card() {
     );
     let api = Api::connect(&stack).await;
     let outside = Outside::connect(&stack).await;
+    coordinator_reading(&api).await;
     let body = SEED_FINDING.replace("valuation_agent", "strategy_agent");
     let sent = Instant::now();
     outside.publish("caucus.findings.AAPL", body).await;
@@ -520,6 +548,7 @@ async fn a_request_becomes_work_and_is_answered_with_a_finding_and_a_confirmatio
     let _w = worker(&stack, "valuation", 1, &rec.handler(), &[]);
     let api = Api::connect(&stack).await;
     let outside = Outside::connect(&stack).await;
+    coordinator_reading(&api).await;
     let req_id = "risk-req-aapl-1";
     let query = "Fair value of AAPL if capex rises 10%?";
     let deadline = (chrono::Utc::now() + chrono::Duration::seconds(60))
@@ -594,6 +623,7 @@ async fn a_critical_finding_after_the_valuation_flags_the_workflow_at_its_gate()
     let _w = worker(&stack, "valuation", 1, &rec.handler(), &[]);
     let api = Api::connect(&stack).await;
     let outside = Outside::connect(&stack).await;
+    coordinator_reading(&api).await;
     let wf = submit_held(&api, "AAPL", valuation_pipeline()).await;
     wait_gate(&api, &wf, "review").await;
 
@@ -688,6 +718,7 @@ async fn bad_findings_are_dead_lettered_and_do_not_stall_the_next() {
     let _w = worker(&stack, "valuation", 1, &rec.handler(), &[]);
     let api = Api::connect(&stack).await;
     let outside = Outside::connect(&stack).await;
+    coordinator_reading(&api).await;
 
     let subject = "caucus.findings.AAPL";
     outside
@@ -741,4 +772,111 @@ async fn bad_findings_are_dead_lettered_and_do_not_stall_the_next() {
         "only the valid finding reaches the valuation task: {:?}",
         d.inputs
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_that_takes_over_hands_out_the_finding_once() {
+    let stack = Stack::start();
+    let mut first = coordinator(&stack, &[]);
+    let api = Api::connect(&stack).await;
+    let outside = Outside::connect(&stack).await;
+    coordinator_reading(&api).await;
+    outside
+        .publish("caucus.findings.AAPL", SEED_FINDING.as_bytes())
+        .await;
+    findings_handled(&api).await;
+    // The finding was held in the first coordinator's memory only: the
+    // next one reads it back from the stream when its term begins.
+    first.kill();
+    let _second = coordinator(&stack, &[]);
+    let rec = Recorder::new();
+    let _w = worker(&stack, "valuation", 1, &rec.handler(), &[]);
+    let wf = submit_held(&api, "AAPL", valuation_pipeline()).await;
+    let d = rec.dispatch_of(&wf, "valuation").await;
+    let got = findings_of(&d);
+    assert_eq!(
+        got.iter().map(InputFinding::text).collect::<Vec<_>>(),
+        vec![SEED_TEXT],
+        "the new coordinator hands the seed's finding to the valuation task, once: {:?}",
+        d.inputs
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outside_services_alert_becomes_an_alert_card_by_priority() {
+    let stack = Stack::start();
+    let _c = coordinator(&stack, &[]);
+    let api = Api::connect(&stack).await;
+    let outside = Outside::connect(&stack).await;
+    coordinator_reading(&api).await;
+    let halt = r#"{"message_type":"alert","from_agent":"exchange_feed","to_agent":"valuation","priority":"critical","content":{"event_type":"trading_halt","recommended_actions":["hold valuations of AAPL"]}}"#;
+    outside
+        .publish("caucus.msg.valuation", halt.as_bytes())
+        .await;
+    let guidance = r#"{"message_type":"alert","from_agent":"news_service","priority":"high","content":{"event_type":"guidance_cut"}}"#;
+    outside
+        .publish("caucus.findings.AAPL", guidance.as_bytes())
+        .await;
+
+    for (event, subject) in [
+        ("trading_halt", "caucus.alerts.critical"),
+        ("guidance_cut", "caucus.alerts.warning"),
+    ] {
+        let card = poll(
+            &format!("an alert card for the outside {event} alert"),
+            Duration::from_secs(15),
+            || async {
+                let cards = stream_messages(&api.nats, "CAUCUS_EVENTS", "caucus.alerts.>").await;
+                let seen: Vec<String> = cards.iter().map(|a| a.body.to_string()).collect();
+                cards
+                    .into_iter()
+                    .find(|a| a.body.to_string().contains(event))
+                    .ok_or_else(|| format!("cards {seen:?}"))
+            },
+        )
+        .await;
+        assert_eq!(card.subject, subject, "severity by priority: {}", card.body);
+    }
+    assert_no_dead_letters(&api, "for outside alerts").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_stored_before_the_coordinator_leads_are_still_served() {
+    let stack = Stack::start();
+    // A worker sets up the streams; no coordinator runs yet (not deployed
+    // yet, or between two leaders).
+    let _w = worker(&stack, "valuation", 1, "noop", &[]);
+    let outside = Outside::connect(&stack).await;
+    let body = SEED_FINDING.replace("valuation_agent", "strategy_agent");
+    outside.publish("caucus.findings.AAPL", body).await;
+    let halt = r#"{"message_type":"alert","from_agent":"exchange_feed","to_agent":"valuation","priority":"critical","content":{"event_type":"trading_halt"}}"#;
+    outside
+        .publish("caucus.msg.valuation", halt.as_bytes())
+        .await;
+
+    let coord = coordinator(
+        &stack,
+        &[("CAUCUS_COORDINATOR_RESPONSE_TIMEOUT__HIGH", "2s")],
+    );
+    let api = Api::connect(&stack).await;
+    for (what, event) in [
+        (
+            "the overdue card of the finding stored before",
+            "response_overdue",
+        ),
+        ("the card of the alert stored before", "trading_halt"),
+    ] {
+        poll(what, Duration::from_secs(15), || async {
+            let cards = stream_messages(&api.nats, "CAUCUS_EVENTS", "caucus.alerts.>").await;
+            let seen: Vec<String> = cards.iter().map(|a| a.body.to_string()).collect();
+            cards
+                .into_iter()
+                .find(|a| a.body["content"]["event_type"] == event)
+                .map(|_| ())
+                .ok_or_else(|| {
+                    format!("cards {seen:?}; coordinator log:\n{}", log_tail(&coord, 15))
+                })
+        })
+        .await;
+    }
 }
