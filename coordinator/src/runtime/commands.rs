@@ -108,7 +108,7 @@ pub enum Command {
     /// the addressee's next tasks of the item, and flagging the item's
     /// unfinished workflows when it arrived after the addressee's task
     /// (high or critical only). Replies with how many workflows were
-    /// flagged (stored before the reply).
+    /// flagged (stored before the reply), or why the addressee is unknown.
     Finding {
         /// The item (from the subject).
         item: String,
@@ -116,8 +116,10 @@ pub enum Command {
         addressee: caucus_shared::messages::Addressee,
         /// It, as tasks receive it.
         finding: caucus_shared::inbound::InputFinding,
-        /// Workflows flagged.
-        reply: oneshot::Sender<usize>,
+        /// Accept any addressee (a request's answer to its requester).
+        any_addressee: bool,
+        /// Workflows flagged, or why the addressee is unknown.
+        reply: oneshot::Sender<Result<usize, String>>,
     },
     /// Gate decisions, re-runs and listings.
     Gate {

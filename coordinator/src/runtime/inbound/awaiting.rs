@@ -86,6 +86,12 @@ impl Inbound {
         Ok(())
     }
 
+    /// Stops waiting for `message_id` (it was dead-lettered after all).
+    pub async fn forget_response(&self, message_id: &str) -> Result<(), ResponseStoreError> {
+        self.pending().release(message_id);
+        self.responses.delete(message_id).await
+    }
+
     /// Sends one alert card per message whose answer is overdue, then
     /// stops waiting for it. A card that cannot be sent is tried again on
     /// the next check.

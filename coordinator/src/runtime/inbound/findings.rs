@@ -150,14 +150,24 @@ async fn handle(inbound: &Inbound, msg: &jetstream::Message) -> Result<Settle, R
         item: item.clone(),
         addressee,
         finding,
+        any_addressee: crate::runtime::requests::is_answer_finding(&env),
         reply,
     })
     .await;
     match held {
-        Ok(flagged) => {
+        Ok(Ok(flagged)) => {
             if flagged > 0 {
                 tracing::info!(finding_id = %env.id, item = %item, flagged, "late finding flagged workflows for re-evaluation");
             }
+        }
+        Ok(Err(why)) => {
+            if env.requires_response {
+                inbound
+                    .forget_response(&env.id)
+                    .await
+                    .map_err(|e| Retry::Later(e.to_string()))?;
+            }
+            return dead_letter(inbound, msg, CODE_UNADDRESSABLE, &why).await;
         }
         Err(AskError::Closed) => return Err(Retry::SchedulerGone),
         Err(e) => return Err(Retry::Later(format!("{e:?}"))),

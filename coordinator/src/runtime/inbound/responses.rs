@@ -19,7 +19,6 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use caucus_shared::envelope::Priority;
-use caucus_shared::subjects::encode_token;
 
 /// KV bucket of awaited responses.
 pub const RESPONSES_BUCKET: &str = "responses";
@@ -86,6 +85,9 @@ pub enum ResponseStoreError {
     /// A write failed.
     #[error("writing responses: {0}")]
     Write(#[from] kv::PutError),
+    /// A delete failed.
+    #[error("deleting a response: {0}")]
+    Delete(String),
     /// A stored record does not parse.
     #[error("stored response {key} does not parse: {source}")]
     Decode {
@@ -103,9 +105,23 @@ pub struct ResponseStore {
     kv: kv::Store,
 }
 
-/// The bucket key of a message id (ids are UUIDs, but senders choose them).
+/// The bucket key of a message id. Ids are UUIDs, but senders choose them
+/// and derived ids hold `:`; KV keys allow only `[-/_=.A-Za-z0-9]`, so
+/// every other byte is written `=XX`, and `.` too (a key may not start or
+/// end with one).
 fn key_of(message_id: &str) -> String {
-    encode_token(message_id)
+    let mut out = String::with_capacity(message_id.len());
+    for b in message_id.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("={b:02X}"));
+        }
+    }
+    if out.is_empty() {
+        out.push('=');
+    }
+    out
 }
 
 impl ResponseStore {
@@ -140,6 +156,14 @@ impl ResponseStore {
             .put(key_of(&rec.message_id), Bytes::from(body))
             .await?;
         Ok(())
+    }
+
+    /// Removes the record of `message_id`.
+    pub async fn delete(&self, message_id: &str) -> Result<(), ResponseStoreError> {
+        self.kv
+            .delete(key_of(message_id))
+            .await
+            .map_err(|e| ResponseStoreError::Delete(e.to_string()))
     }
 
     /// Every record still awaiting an answer or an alert.
@@ -222,4 +246,25 @@ impl Pending {
 /// When an answer to a message stored at `stored_at` is due.
 pub fn due_at(stored_at: DateTime<Utc>, timeout: Duration) -> DateTime<Utc> {
     stored_at + chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_valid_kv_keys_and_distinct() {
+        let ids = ["0192-abc", "CAUCUS_FINDINGS:7", "a.b", "x y~z", ""];
+        let keys: Vec<String> = ids.iter().map(|i| key_of(i)).collect();
+        for k in &keys {
+            assert!(!k.is_empty());
+            assert!(k
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_=".contains(&b)));
+        }
+        assert_eq!(keys[0], "0192-abc");
+        assert_eq!(keys[1], "CAUCUS_FINDINGS=3A7");
+        let unique: std::collections::HashSet<_> = keys.iter().collect();
+        assert_eq!(unique.len(), keys.len());
+    }
 }

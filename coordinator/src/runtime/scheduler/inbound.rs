@@ -3,6 +3,7 @@
 //! the addressee's task when a high or critical one arrives late.
 
 use std::collections::BTreeSet;
+use std::sync::OnceLock;
 
 use caucus_shared::inbound::InputFinding;
 use caucus_shared::messages::Addressee;
@@ -12,6 +13,18 @@ use super::Scheduler;
 use crate::runtime::inbound::classify::flags_when_late;
 use crate::runtime::inbound::{FindingsIndex, LateFinding, LATE_FINDING};
 use crate::workflow::{TaskRunState, WorkflowFlag, GATE_AGENT};
+
+/// The agent types of the built-in pipelines.
+fn builtin_agent_types() -> &'static BTreeSet<String> {
+    static TYPES: OnceLock<BTreeSet<String>> = OnceLock::new();
+    TYPES.get_or_init(|| {
+        crate::pipeline::builtin_names()
+            .into_iter()
+            .filter_map(crate::pipeline::builtin)
+            .flat_map(|spec| spec.stages.into_iter().filter_map(|s| s.agent))
+            .collect()
+    })
+}
 
 impl Scheduler {
     /// Hands out addressed findings from now on.
@@ -28,33 +41,54 @@ impl Scheduler {
         }
     }
 
+    /// Whether some pipeline, worker or workflow knows `agent_type`.
+    fn knows_agent_type(&self, agent_type: &str) -> bool {
+        let same = |t: &String| t.eq_ignore_ascii_case(agent_type);
+        builtin_agent_types().iter().any(same)
+            || self.capacity_snapshot().keys().any(same)
+            || self
+                .engine
+                .workflows()
+                .any(|r| r.stages.iter().any(|s| same(&s.agent_type)))
+    }
+
     /// Holds `finding` for the addressee's next tasks on `item` and flags
     /// the item's unfinished workflows whose addressee task completed
     /// before it was stored (high or critical findings); the flags are
     /// stored before this returns. Returns how many workflows were
-    /// flagged. A `to_agent` that names no agent type (an outside service,
-    /// such as a requester receiving its answer) is held like any other:
-    /// no task of that type asks for it.
+    /// flagged, or why the addressee is unknown: a `to_agent` that names
+    /// no agent type of a pipeline, a worker or a workflow is refused
+    /// unless `any_addressee` (a request's answer, addressed to whoever
+    /// asked, which may be an outside service).
     pub(super) async fn hold_finding(
         &mut self,
         item: String,
         addressee: Addressee,
         finding: InputFinding,
-    ) -> usize {
+        any_addressee: bool,
+    ) -> Result<usize, String> {
+        if let Some(t) = addressee.agent_type() {
+            if !any_addressee && !self.knows_agent_type(t) {
+                return Err(format!(
+                    "to_agent `{}` names agent type `{t}`, which no pipeline, worker or workflow has",
+                    finding.to_agent
+                ));
+            }
+        }
         let late = flags_when_late(finding.priority);
         let flag = late.then(|| self.late_flags(&item, &addressee, &finding));
         if let Some(ix) = self.findings.as_mut() {
             ix.insert(&item, addressee, finding);
         }
-        let Some(flagged) = flag else { return 0 };
+        let Some(flagged) = flag else { return Ok(0) };
         if flagged.is_empty() {
-            return 0;
+            return Ok(0);
         }
         self.persist().await;
         for (flag, wf) in &flagged {
             self.flag_alert(flag, std::slice::from_ref(wf)).await;
         }
-        flagged.len()
+        Ok(flagged.len())
     }
 
     /// Flags the unfinished workflows of `item` in which a task of the

@@ -283,9 +283,12 @@ impl Scheduler {
                 item,
                 addressee,
                 finding,
+                any_addressee,
                 reply,
             } => {
-                let r = self.hold_finding(item, addressee, finding).await;
+                let r = self
+                    .hold_finding(item, addressee, finding, any_addressee)
+                    .await;
                 let _ = reply.send(r);
             }
             Command::Flag { flag, reply } => {
