@@ -15,7 +15,11 @@
 //! 4. a critical finding after the valuation completed flags the workflow
 //!    waiting at its gate and is listed as late in the package;
 //! 5. malformed, oversize and unaddressable findings are dead-lettered with
-//!    their reason and do not stall the valid finding behind them.
+//!    their reason and do not stall the valid finding behind them;
+//! 6. a coordinator that takes over hands a finding it never saw to the
+//!    next task, once;
+//! 7. an outside service's alert becomes an alert card by its priority;
+//! 8. messages stored before any coordinator ran are still served.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -237,17 +241,27 @@ async fn findings_handled(api: &Api) {
 }
 
 /// Waits until the coordinator's durable `consumer` on `stream` has
-/// nothing pending or unacknowledged.
+/// nothing pending or unacknowledged (a message it keeps redelivering
+/// shows as `ack_pending`/`redelivered` in the failure).
 async fn handled(api: &Api, consumer: &str, stream: &str) {
     let js = jetstream::new(api.nats.clone());
-    eventually(
+    poll(
         &format!("the coordinator's consumer {consumer} on {stream} to handle every message"),
         Duration::from_secs(15),
         || async {
-            let mut c: jetstream::consumer::PullConsumer =
-                js.get_consumer_from_stream(consumer, stream).await.ok()?;
-            let i = c.info().await.ok()?;
-            (i.num_pending == 0 && i.num_ack_pending == 0).then_some(())
+            let mut c: jetstream::consumer::PullConsumer = js
+                .get_consumer_from_stream(consumer, stream)
+                .await
+                .map_err(|e| format!("no consumer: {e}"))?;
+            let i = c.info().await.map_err(|e| format!("no info: {e}"))?;
+            if i.num_pending == 0 && i.num_ack_pending == 0 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "pending {}, ack_pending {}, redelivered {}",
+                    i.num_pending, i.num_ack_pending, i.num_redelivered
+                ))
+            }
         },
     )
     .await;
