@@ -371,8 +371,8 @@ async fn the_seeds_finding_reaches_the_valuation_task_its_sender_and_the_gate() 
     let _w = worker(&stack, "valuation", 1, &rec.handler(), &[]);
     let api = Api::connect(&stack).await;
     let outside = Outside::connect(&stack).await;
-    coordinator_reading(&api).await;
-
+    // Published as soon as the coordinator says it is ready, while its
+    // term may still be starting: the finding must be held once either way.
     outside
         .publish("caucus.findings.AAPL", SEED_FINDING.as_bytes())
         .await;
