@@ -19,7 +19,9 @@
 //! 6. a coordinator that takes over hands a finding it never saw to the
 //!    next task, once;
 //! 7. an outside service's alert becomes an alert card by its priority;
-//! 8. messages stored before any coordinator ran are still served.
+//! 8. messages stored before any coordinator ran are still served;
+//! 9. the built-in valuation applies the seed's finding, says how in its
+//!    confirmation and output, and the package shows it used.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -893,4 +895,79 @@ async fn messages_stored_before_the_coordinator_leads_are_still_served() {
         })
         .await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_builtin_valuation_applies_the_seeds_finding_and_says_how() {
+    let stack = Stack::start();
+    let _c = coordinator(&stack, &[]);
+    let _w = worker(
+        &stack,
+        "screening,business,financial,strategy,valuation,report",
+        2,
+        "builtin",
+        &[],
+    );
+    let api = Api::connect(&stack).await;
+    let outside = Outside::connect(&stack).await;
+    coordinator_reading(&api).await;
+    outside
+        .publish("caucus.findings.AAPL", SEED_FINDING.as_bytes())
+        .await;
+    findings_handled(&api).await;
+    let wf = submit_held(&api, "AAPL", json!("stock-analysis")).await;
+
+    let conf = poll(
+        "valuation's confirmation of the seed's finding on caucus.msg.financial_analyst",
+        Duration::from_secs(20),
+        || async {
+            let msgs =
+                stream_messages(&api.nats, "CAUCUS_MESSAGES", "caucus.msg.financial_analyst").await;
+            let seen: Vec<String> = msgs.iter().map(|m| m.body.to_string()).collect();
+            msgs.into_iter()
+                .find(|m| {
+                    m.body["message_type"] == "confirmation" && m.body["from_agent"] == "valuation"
+                })
+                .ok_or_else(|| format!("messages {seen:?}"))
+        },
+    )
+    .await;
+    let c = &conf.body["content"];
+    assert_eq!(c["used"], true, "the built-in valuation applied it: {c}");
+    assert!(
+        c["note"].as_str().is_some_and(|n| n.contains("capex")),
+        "the note says how it was applied: {c}"
+    );
+    let id = conf.body["correlation_id"].clone();
+    let ids = vec![wf.clone()];
+    let out = api.status(&ids).await[0]["tasks"]["valuation"]["output"].clone();
+    let applied = out["applied_findings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("the valuation output lists applied_findings: {out}"));
+    assert!(
+        applied.iter().any(|a| a["finding_id"] == id),
+        "applied_findings names the finding {id}: {out}"
+    );
+
+    wait_gate(&api, &wf, "review").await;
+    let listed = poll(
+        "the seed's finding listed as answered and used in the decision package",
+        Duration::from_secs(15),
+        || async {
+            let pkg = package(&api, &wf).await;
+            let f = pkg["findings"]
+                .as_array()
+                .and_then(|fs| fs.iter().find(|f| f["finding"] == SEED_TEXT))
+                .ok_or_else(|| format!("not listed; findings: {}", pkg["findings"]))?;
+            if f["answered"] == true {
+                Ok(f.clone())
+            } else {
+                Err(format!("listed but not answered: {f}"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(listed["used"], true, "{listed}");
+    assert_eq!(listed["source"], "outside", "{listed}");
+    assert_eq!(listed["finding_id"], id, "{listed}");
 }
