@@ -13,7 +13,8 @@
 //! 3. a `request` becomes work and is answered with a finding and a
 //!    confirmation;
 //! 4. a critical finding after the valuation completed flags the workflow
-//!    waiting at its gate and is listed as late in the package;
+//!    waiting at its gate and is listed as late in the package (a normal
+//!    one after it is late but flags nothing);
 //! 5. malformed, oversize and unaddressable findings are dead-lettered with
 //!    their reason and do not stall the valid finding behind them;
 //! 6. a coordinator that takes over hands a finding it never saw to the
@@ -21,7 +22,10 @@
 //! 7. an outside service's alert becomes an alert card by its priority;
 //! 8. messages stored before any coordinator ran are still served;
 //! 9. the built-in valuation applies the seed's finding, says how in its
-//!    confirmation and output, and the package shows it used.
+//!    confirmation and output, and the package shows it used;
+//! 10. a task gets the newest findings addressed to its type (any
+//!     spelling, or `all`) about its item, oldest first, at most
+//!     `coordinator.findings_per_task`.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -643,6 +647,12 @@ async fn a_critical_finding_after_the_valuation_flags_the_workflow_at_its_gate()
     let wf = submit_held(&api, "AAPL", valuation_pipeline()).await;
     wait_gate(&api, &wf, "review").await;
 
+    // A normal-priority finding after the analysis is late too, but does
+    // not flag the workflow; the critical one after it does.
+    let minor = r#"{"id":"late-minor-1","message_type":"finding","from_agent":"financial_analyst","to_agent":"valuation","priority":"normal","content":{"finding":"Footnote wording changed","confidence":0.5,"evidence":["10-K p.80"]}}"#;
+    outside
+        .publish("caucus.findings.AAPL", minor.as_bytes())
+        .await;
     let late = r#"{"id":"late-capex-1","message_type":"finding","from_agent":"financial_analyst","to_agent":"valuation_agent","priority":"critical","content":{"finding":"Capex guidance withdrawn","confidence":0.9,"evidence":["8-K item 7.01"],"impact":"Re-run the DCF"}}"#;
     outside
         .publish("caucus.findings.AAPL", late.as_bytes())
@@ -674,8 +684,18 @@ async fn a_critical_finding_after_the_valuation_flags_the_workflow_at_its_gate()
         json!(["valuation"]),
         "it arrived after the valuation stage: {flag}"
     );
+    findings_handled(&api).await;
     let w = api.status(&ids).await.pop().expect("status");
     assert_eq!(w["reevaluate"], true, "{w}");
+    let late_flags: Vec<&Value> = w["flags"]
+        .as_array()
+        .map(|fs| fs.iter().filter(|f| f["kind"] == "late_finding").collect())
+        .unwrap_or_default();
+    assert_eq!(
+        late_flags.len(),
+        1,
+        "only the critical finding flags the workflow (normal priority does not): {w}"
+    );
     assert_eq!(w["state"], "running", "still waiting at its gate: {w}");
 
     let pkg = package(&api, &wf).await;
@@ -700,6 +720,28 @@ async fn a_critical_finding_after_the_valuation_flags_the_workflow_at_its_gate()
         .unwrap_or_else(|| panic!("the late finding is not in the package's findings: {pkg}"));
     assert_eq!(f["late"], true, "{f}");
     assert_eq!(f["source"], "outside", "{f}");
+    assert_eq!(
+        f["rerun_stages"],
+        json!(["valuation"]),
+        "re-running valuation applies it: {f}"
+    );
+    let minor = pkg["findings"]
+        .as_array()
+        .and_then(|fs| {
+            fs.iter()
+                .find(|f| f["finding"] == "Footnote wording changed")
+        })
+        .unwrap_or_else(|| {
+            panic!("the normal late finding is not in the package's findings: {pkg}")
+        });
+    assert_eq!(
+        minor["late"], true,
+        "it arrived after the analysis: {minor}"
+    );
+    assert!(
+        !listed.iter().any(|l| l["id"] == "late-minor-1"),
+        "late_findings holds only the findings that flagged the workflow: {pkg}"
+    );
     assert_eq!(
         pkg["can_approve"], true,
         "a late finding does not block approval: {pkg}"
@@ -970,4 +1012,53 @@ async fn the_builtin_valuation_applies_the_seeds_finding_and_says_how() {
     assert_eq!(listed["used"], true, "{listed}");
     assert_eq!(listed["source"], "outside", "{listed}");
     assert_eq!(listed["finding_id"], id, "{listed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_gets_the_newest_findings_addressed_to_its_type_oldest_first() {
+    let stack = Stack::start();
+    let _c = coordinator(&stack, &[("CAUCUS_COORDINATOR_FINDINGS_PER_TASK", "3")]);
+    let rec = Recorder::new();
+    let _w = worker(&stack, "valuation", 1, &rec.handler(), &[]);
+    let api = Api::connect(&stack).await;
+    let outside = Outside::connect(&stack).await;
+    coordinator_reading(&api).await;
+    // Every spelling of valuation, and `all`, addresses the valuation task;
+    // strategy's finding and the one without to_agent do not; the oldest
+    // of the four for valuation is left out (three per task).
+    for (to, text) in [
+        (Some("valuation"), "first, left out"),
+        (Some("VALUATION_AGENT"), "second"),
+        (Some("strategy_agent"), "for strategy"),
+        (None, "for whoever reads"),
+        (Some("valuation_analyst"), "third"),
+        (Some("all"), "fourth"),
+    ] {
+        let to = to
+            .map(|t| format!(r#""to_agent":"{t}","#))
+            .unwrap_or_default();
+        let body = format!(
+            r#"{{"message_type":"finding","from_agent":"desk",{to}"priority":"normal","content":{{"finding":"{text}","confidence":0.5,"evidence":[]}}}}"#
+        );
+        outside.publish("caucus.findings.AAPL", body).await;
+    }
+    outside
+        .publish(
+            "caucus.findings.MSFT",
+            r#"{"message_type":"finding","from_agent":"desk","to_agent":"valuation","priority":"normal","content":{"finding":"about another item","confidence":0.5,"evidence":[]}}"#
+                .as_bytes(),
+        )
+        .await;
+    findings_handled(&api).await;
+    let wf = submit_held(&api, "AAPL", valuation_pipeline()).await;
+    let d = rec.dispatch_of(&wf, "valuation").await;
+    assert_eq!(
+        findings_of(&d)
+            .iter()
+            .map(InputFinding::text)
+            .collect::<Vec<_>>(),
+        vec!["second", "third", "fourth"],
+        "the newest three addressed to valuation about AAPL, oldest first: {:?}",
+        d.inputs
+    );
 }
