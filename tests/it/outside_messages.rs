@@ -25,7 +25,9 @@
 //!    confirmation and output, and the package shows it used;
 //! 10. a task gets the newest findings addressed to its type (any
 //!     spelling, or `all`) about its item, oldest first, at most
-//!     `coordinator.findings_per_task`.
+//!     `coordinator.findings_per_task`;
+//! 11. and at most `coordinator.findings_bytes_per_task` of them, the
+//!     oldest left out first.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -1088,5 +1090,51 @@ async fn a_task_gets_the_newest_findings_addressed_to_its_type_oldest_first() {
         vec!["second", "third", "fourth"],
         "the newest three addressed to valuation about AAPL, oldest first: {:?}",
         d.inputs
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_findings_stay_within_the_byte_bound_newest_kept() {
+    let stack = Stack::start();
+    let limit = 1200;
+    let _c = coordinator(
+        &stack,
+        &[(
+            "CAUCUS_COORDINATOR_FINDINGS_BYTES_PER_TASK",
+            &limit.to_string(),
+        )],
+    );
+    let rec = Recorder::new();
+    let _w = worker(&stack, "valuation", 1, &rec.handler(), &[]);
+    let api = Api::connect(&stack).await;
+    let outside = Outside::connect(&stack).await;
+    coordinator_reading(&api).await;
+    // Four findings of about 450 bytes each: not all fit in 1200.
+    let pad = "e".repeat(300);
+    for n in 1..=4 {
+        let body = format!(
+            r#"{{"message_type":"finding","from_agent":"desk","to_agent":"valuation","priority":"normal","content":{{"finding":"number {n}","confidence":0.5,"evidence":["{pad}"]}}}}"#
+        );
+        outside.publish("caucus.findings.AAPL", body).await;
+    }
+    findings_handled(&api).await;
+    let wf = submit_held(&api, "AAPL", valuation_pipeline()).await;
+    let d = rec.dispatch_of(&wf, "valuation").await;
+    let got = findings_of(&d);
+    let size = serde_json::to_vec(&d.inputs["findings"])
+        .expect("serialises")
+        .len();
+    let texts: Vec<&str> = got.iter().map(InputFinding::text).collect();
+    assert!(
+        size <= limit,
+        "inputs.findings is {size} bytes, over the {limit} byte bound: {texts:?}"
+    );
+    assert!(
+        !texts.is_empty() && texts.last() == Some(&"number 4"),
+        "the newest finding is kept (older ones are left out first): {texts:?}"
+    );
+    assert!(
+        !texts.contains(&"number 1"),
+        "the oldest is left out: {texts:?}"
     );
 }
