@@ -27,7 +27,9 @@
 //!     spelling, or `all`) about its item, oldest first, at most
 //!     `coordinator.findings_per_task`;
 //! 11. and at most `coordinator.findings_bytes_per_task` of them, the
-//!     oldest left out first.
+//!     oldest left out first;
+//! 12. a response awaited by a coordinator that dies is still awaited (and
+//!     alerted once) by the one that takes over.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -1136,5 +1138,48 @@ async fn a_tasks_findings_stay_within_the_byte_bound_newest_kept() {
     assert!(
         !texts.contains(&"number 1"),
         "the oldest is left out: {texts:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_awaited_response_is_still_awaited_after_a_takeover() {
+    let stack = Stack::start();
+    let env = [("CAUCUS_COORDINATOR_RESPONSE_TIMEOUT__HIGH", "3s")];
+    let mut first = coordinator(&stack, &env);
+    let api = Api::connect(&stack).await;
+    let outside = Outside::connect(&stack).await;
+    coordinator_reading(&api).await;
+    let body = SEED_FINDING.replace("valuation_agent", "strategy_agent");
+    outside.publish("caucus.findings.AAPL", body).await;
+    findings_handled(&api).await;
+    // The first coordinator registered the wait, then dies before it is due.
+    first.kill();
+    let second = coordinator(&stack, &env);
+    let cards = poll(
+        "the response_overdue card from the coordinator that took over",
+        Duration::from_secs(20),
+        || async {
+            let cards: Vec<Value> = stream_messages(&api.nats, "CAUCUS_EVENTS", "caucus.alerts.>")
+                .await
+                .into_iter()
+                .filter(|a| a.body["content"]["event_type"] == "response_overdue")
+                .map(|a| a.body)
+                .collect();
+            if cards.is_empty() {
+                Err(format!(
+                    "no card; coordinator log:\n{}",
+                    log_tail(&second, 15)
+                ))
+            } else {
+                Ok(cards)
+            }
+        },
+    )
+    .await;
+    assert_eq!(cards.len(), 1, "one card: {cards:#?}");
+    assert_eq!(
+        cards[0]["content"]["to_agent"], "strategy_agent",
+        "{}",
+        cards[0]
     );
 }
