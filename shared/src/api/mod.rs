@@ -61,6 +61,13 @@ pub trait Operation {
     const SUMMARY: &'static str;
     /// Error codes it may answer besides [`COMMON_ERRORS`].
     const ERRORS: &'static [&'static str];
+    /// Whether it changes state: only the `operator` role may call such an
+    /// operation when authentication is on (docs/SECURITY.md).
+    const MUTATES: bool = false;
+    /// The request field naming the person who acts (`decided_by`, …),
+    /// which the API server sets from the caller's authenticated identity
+    /// when there is one, instead of trusting the body.
+    const ACTOR_FIELD: Option<&'static str> = None;
     /// The request body. An empty body is read as `{}`.
     type Request: Serialize + DeserializeOwned + Send + Sync + 'static;
     /// The reply body (an error is `{"error": {...}}` instead).
@@ -78,6 +85,10 @@ pub struct OperationDoc {
     pub summary: &'static str,
     /// [`Operation::ERRORS`].
     pub errors: &'static [&'static str],
+    /// [`Operation::MUTATES`].
+    pub mutates: bool,
+    /// [`Operation::ACTOR_FIELD`].
+    pub actor_field: Option<&'static str>,
 }
 
 impl OperationDoc {
@@ -88,6 +99,8 @@ impl OperationDoc {
             name: O::NAME,
             summary: O::SUMMARY,
             errors: O::ERRORS,
+            mutates: O::MUTATES,
+            actor_field: O::ACTOR_FIELD,
         }
     }
 

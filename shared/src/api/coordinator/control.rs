@@ -35,6 +35,7 @@ pub struct Pause;
 impl Operation for Pause {
     const SERVICE: &'static str = super::SERVICE;
     const NAME: &'static str = "pause";
+    const MUTATES: bool = true;
     const SUMMARY: &'static str = "pause one workflow";
     const ERRORS: &'static [&'static str] = &[
         CODE_NOT_FOUND,
@@ -54,6 +55,7 @@ pub struct Resume;
 impl Operation for Resume {
     const SERVICE: &'static str = super::SERVICE;
     const NAME: &'static str = "resume";
+    const MUTATES: bool = true;
     const SUMMARY: &'static str = "resume one workflow";
     const ERRORS: &'static [&'static str] = &[
         CODE_NOT_FOUND,
@@ -74,6 +76,7 @@ pub struct BatchPause;
 impl Operation for BatchPause {
     const SERVICE: &'static str = super::SERVICE;
     const NAME: &'static str = "batch_pause";
+    const MUTATES: bool = true;
     const SUMMARY: &'static str = "pause many";
     const ERRORS: &'static [&'static str] = &[CODE_BATCH_STOPPED, LEADER[0], LEADER[1], LEADER[2]];
     type Request = BatchPauseRequest;
@@ -87,6 +90,7 @@ pub struct BatchResume;
 impl Operation for BatchResume {
     const SERVICE: &'static str = super::SERVICE;
     const NAME: &'static str = "batch_resume";
+    const MUTATES: bool = true;
     const SUMMARY: &'static str = "resume many";
     const ERRORS: &'static [&'static str] = &[CODE_NOT_FOUND, LEADER[0], LEADER[1], LEADER[2]];
     type Request = BatchResumeRequest;

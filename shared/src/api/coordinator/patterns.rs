@@ -26,6 +26,7 @@ pub struct RunPattern;
 impl Operation for RunPattern {
     const SERVICE: &'static str = super::SERVICE;
     const NAME: &'static str = "run_pattern";
+    const MUTATES: bool = true;
     const SUMMARY: &'static str = "run a coordination pattern (see PATTERNS.md)";
     const ERRORS: &'static [&'static str] = &[CODE_STORE_FAILED];
     type Request = RunRequest;

@@ -20,6 +20,7 @@ pub struct Submit;
 impl Operation for Submit {
     const SERVICE: &'static str = super::SERVICE;
     const NAME: &'static str = "submit";
+    const MUTATES: bool = true;
     const SUMMARY: &'static str =
         "items + pipeline name or inline spec → the submission: workflow ids (the first 1,000)";
     const ERRORS: &'static [&'static str] = &[

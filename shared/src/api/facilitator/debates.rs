@@ -154,6 +154,7 @@ pub struct Decide;
 impl Operation for Decide {
     const SERVICE: &'static str = SERVICE;
     const NAME: &'static str = "decide";
+    const MUTATES: bool = true;
     const SUMMARY: &'static str = "an expert's level-3 decision (see DEBATES.md)";
     const ERRORS: &'static [&'static str] = TRANSITION_ERRORS;
     type Request = DecideRequest;

@@ -101,6 +101,7 @@ pub struct GateReview;
 impl Operation for GateReview {
     const SERVICE: &'static str = SERVICE;
     const NAME: &'static str = "gate_review";
+    const MUTATES: bool = true;
     const SUMMARY: &'static str = "confirm / override / re-debate a provisional decision";
     const ERRORS: &'static [&'static str] = TRANSITION_ERRORS;
     type Request = GateReviewRequest;

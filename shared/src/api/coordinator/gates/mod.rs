@@ -140,6 +140,7 @@ pub struct GateDecide;
 impl Operation for GateDecide {
     const SERVICE: &'static str = super::SERVICE;
     const NAME: &'static str = "gate_decide";
+    const MUTATES: bool = true;
     const SUMMARY: &'static str = "approve / reject / send back at a gate";
     const ERRORS: &'static [&'static str] = &[
         CODE_NOT_FOUND,
@@ -188,6 +189,7 @@ pub struct GateReview;
 impl Operation for GateReview {
     const SERVICE: &'static str = super::SERVICE;
     const NAME: &'static str = "gate_review";
+    const MUTATES: bool = true;
     const SUMMARY: &'static str = "confirm / override / re-debate a provisional decision of a workflow; an override re-runs the affected tasks";
     const ERRORS: &'static [&'static str] = &[
         CODE_NOT_FOUND,
@@ -244,6 +246,7 @@ pub struct Rerun;
 impl Operation for Rerun {
     const SERVICE: &'static str = super::SERVICE;
     const NAME: &'static str = "rerun";
+    const MUTATES: bool = true;
     const SUMMARY: &'static str = "run tasks of a workflow again (serial or parallel groups)";
     const ERRORS: &'static [&'static str] = &[
         CODE_NOT_FOUND,
