@@ -104,7 +104,8 @@ async def main() -> None:
     print("request", request["id"], "published")
     answer = await seen.first("answer finding", message_type="finding",
                               correlation_id=request["id"])
-    print("answer:", json.dumps(answer["content"]))
+    value = json.dumps(answer["content"].get("value"))  # the task's whole output
+    print("answer:", answer["content"]["finding"], value[:200] + ("…" if len(value) > 200 else ""))
     conf = await seen.first("confirmation of the request", message_type="confirmation",
                             correlation_id=request["id"])
     print("confirmation:", json.dumps(conf["content"]))
