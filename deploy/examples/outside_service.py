@@ -36,6 +36,10 @@ def encode_token(raw: str) -> str:
     return "".join(chr(b) if keep(b) else f"~{b:02X}" for b in raw.encode())
 
 
+def show(value) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
 def utc(delta: timedelta = timedelta(0)) -> str:
     t = datetime.now(timezone.utc) + delta
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -94,7 +98,7 @@ async def main() -> None:
           " (start one: caucus submit AAPL)")
     conf = await seen.first("confirmation of the finding", message_type="confirmation",
                             correlation_id=finding["id"])
-    print("confirmation:", json.dumps(conf["content"]))
+    print("confirmation:", show(conf["content"]))
 
     request = envelope("request", "valuation", {
         "query": "Re-run DCF with 10% higher capex", "item": ITEM,
@@ -104,11 +108,11 @@ async def main() -> None:
     print("request", request["id"], "published")
     answer = await seen.first("answer finding", message_type="finding",
                               correlation_id=request["id"])
-    value = json.dumps(answer["content"].get("value"))  # the task's whole output
-    print("answer:", answer["content"]["finding"], value[:200] + ("…" if len(value) > 200 else ""))
+    value = show(answer["content"].get("value"))  # the task's whole output
+    print("answer:", answer["content"]["finding"], value[:200] + "…" * (len(value) > 200))
     conf = await seen.first("confirmation of the request", message_type="confirmation",
                             correlation_id=request["id"])
-    print("confirmation:", json.dumps(conf["content"]))
+    print("confirmation:", show(conf["content"]))
     await nc.drain()
 
 
