@@ -29,9 +29,12 @@
 //! 11. and at most `coordinator.findings_bytes_per_task` of them, the
 //!     oldest left out first;
 //! 12. a response awaited by a coordinator that dies is still awaited (and
-//!     alerted once) by the one that takes over.
+//!     alerted once) by the one that takes over;
+//! 13. a request the coordinator answered raises no overdue card;
+//! 14. a re-run of the task (sent back at the gate) does not double the
+//!     confirmation.
 //!
-//! Where: [`findings_to_tasks`] 1, 6, 9–11; [`responses`] 2, 12;
+//! Where: [`findings_to_tasks`] 1, 6, 9–11; [`responses`] 2, 12–14;
 //! [`requests_and_alerts`] 3, 7, 8; [`late_findings`] 4; [`dead_letters`] 5.
 
 mod dead_letters;

@@ -4,13 +4,13 @@
 use std::time::{Duration, Instant};
 
 use caucus_harness::Stack;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::support::{
     assert_no_dead_letters, coordinator_reading, findings_handled, handled, log_tail, poll,
-    submit_held, valuation_pipeline, Outside, Recorder, SEED_FINDING,
+    submit_held, valuation_pipeline, wait_gate, Outside, Recorder, SEED_FINDING,
 };
-use crate::common::{coordinator, eventually, stream_messages, worker, Api};
+use crate::common::{call, coordinator, eventually, stream_messages, worker, Api};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finding_nobody_answers_raises_a_response_overdue_card() {
@@ -132,5 +132,109 @@ async fn an_awaited_response_is_still_awaited_after_a_takeover() {
         cards[0]["content"]["to_agent"], "strategy_agent",
         "{}",
         cards[0]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answered_request_raises_no_overdue_card() {
+    let stack = Stack::start();
+    let _c = coordinator(
+        &stack,
+        &[("CAUCUS_COORDINATOR_RESPONSE_TIMEOUT__HIGH", "3s")],
+    );
+    let rec = Recorder::new();
+    let _w = worker(&stack, "valuation", 1, &rec.handler(), &[]);
+    let api = Api::connect(&stack).await;
+    let outside = Outside::connect(&stack).await;
+    coordinator_reading(&api).await;
+    let req = r#"{"id":"risk-req-answered","message_type":"request","from_agent":"risk_service","to_agent":"valuation","priority":"high","content":{"query":"Fair value of AAPL?","item":"AAPL"},"requires_response":true}"#;
+    outside
+        .publish("caucus.msg.valuation", req.as_bytes())
+        .await;
+    eventually(
+        "the coordinator's confirmation of the request on caucus.msg.risk_service",
+        Duration::from_secs(15),
+        || async {
+            stream_messages(&api.nats, "CAUCUS_MESSAGES", "caucus.msg.risk_service")
+                .await
+                .into_iter()
+                .find(|m| {
+                    m.body["message_type"] == "confirmation"
+                        && m.body["correlation_id"] == "risk-req-answered"
+                })
+        },
+    )
+    .await;
+    handled(&api, "coordinator-messages", "CAUCUS_MESSAGES").await;
+    // The sentinel: a finding nobody answers, sent after the request was
+    // answered; its card comes after the request's would have.
+    let body = SEED_FINDING.replace("valuation_agent", "strategy_agent");
+    outside.publish("caucus.findings.AAPL", body).await;
+    let cards = poll(
+        "the sentinel finding's response_overdue card",
+        Duration::from_secs(15),
+        || async {
+            let cards: Vec<Value> = stream_messages(&api.nats, "CAUCUS_EVENTS", "caucus.alerts.>")
+                .await
+                .into_iter()
+                .filter(|a| a.body["content"]["event_type"] == "response_overdue")
+                .map(|a| a.body)
+                .collect();
+            if cards
+                .iter()
+                .any(|c| c["content"]["to_agent"] == "strategy_agent")
+            {
+                Ok(cards)
+            } else {
+                Err(format!("cards so far: {cards:?}"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        cards.len(),
+        1,
+        "the request was answered by the coordinator's confirmation: no card for it: {cards:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rerun_does_not_double_the_confirmation() {
+    let stack = Stack::start();
+    let _c = coordinator(&stack, &[]);
+    let rec = Recorder::new();
+    let _w = worker(&stack, "valuation", 1, &rec.handler(), &[]);
+    let api = Api::connect(&stack).await;
+    let outside = Outside::connect(&stack).await;
+    coordinator_reading(&api).await;
+    outside
+        .publish("caucus.findings.AAPL", SEED_FINDING.as_bytes())
+        .await;
+    findings_handled(&api).await;
+    let wf = submit_held(&api, "AAPL", valuation_pipeline()).await;
+    wait_gate(&api, &wf, "review").await;
+    // A person sends the valuation back: it runs again with the same
+    // finding and answers it again.
+    call(
+        &api,
+        "gate_decide",
+        json!({"workflow_id": wf, "action": "send_back", "reviewer": "ana",
+               "rationale": "redo", "send_back_to": ["valuation"]}),
+    )
+    .await
+    .expect("send back");
+    rec.dispatch_of_attempt(&wf, "valuation", 2).await;
+    wait_gate(&api, &wf, "review").await;
+    let confirmations: Vec<Value> =
+        stream_messages(&api.nats, "CAUCUS_MESSAGES", "caucus.msg.financial_analyst")
+            .await
+            .into_iter()
+            .filter(|m| m.body["message_type"] == "confirmation")
+            .map(|m| m.body)
+            .collect();
+    assert_eq!(
+        confirmations.len(),
+        1,
+        "the re-run's confirmation has the same Nats-Msg-Id and is stored once: {confirmations:#?}"
     );
 }

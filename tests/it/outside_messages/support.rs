@@ -22,15 +22,15 @@ pub(super) const SEED_FINDING: &str = r#"{"message_type":"finding","from_agent":
 pub(super) const SEED_TEXT: &str = "Abnormal capex increase";
 
 /// An exec agent that records each dispatch it gets as
-/// `<dir>/<task id>.json` (written whole, then renamed into place, so a
-/// reader never sees half a file), answers every finding that asks for a
-/// response as used, and returns a small valuation.
+/// `<dir>/<task id>-<attempt>.json` (written whole, then renamed into
+/// place, so a reader never sees half a file), answers every finding that
+/// asks for a response as used, and returns a small valuation.
 const RECORDER: &str = r##"
 import json, os, sys
 raw = sys.stdin.read()
 t = json.loads(raw)
 d = sys.argv[1]
-name = t["task_id"].replace("/", "_").replace("#", "_")
+name = t["task_id"].replace("/", "_").replace("#", "_") + "-" + str(t["attempt"])
 tmp = os.path.join(d, name + ".tmp")
 with open(tmp, "w") as f:
     f.write(raw)
@@ -69,6 +69,25 @@ impl Recorder {
     /// Every dispatch recorded so far.
     pub(super) fn dispatches(&self) -> Vec<TaskDispatch> {
         read_dispatches(self.dir.path())
+    }
+
+    /// Waits for the dispatch of `stage` of `workflow_id` for `attempt`.
+    pub(super) async fn dispatch_of_attempt(
+        &self,
+        workflow_id: &str,
+        stage: &str,
+        attempt: u32,
+    ) -> TaskDispatch {
+        eventually(
+            &format!("the recorded dispatch of {workflow_id}/{stage}, attempt {attempt}"),
+            Duration::from_secs(20),
+            || async {
+                self.dispatches().into_iter().find(|d| {
+                    d.workflow_id == workflow_id && d.stage == stage && d.attempt == attempt
+                })
+            },
+        )
+        .await
     }
 
     /// Waits for the dispatch of `stage` of `workflow_id`.
