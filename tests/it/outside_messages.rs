@@ -32,9 +32,11 @@
 //!     alerted once) by the one that takes over;
 //! 13. a request the coordinator answered raises no overdue card;
 //! 14. a re-run of the task (sent back at the gate) does not double the
-//!     confirmation.
+//!     confirmation;
+//! 15. a sender's own id, whatever its characters, names the finding in the
+//!     task, the confirmation and the package.
 //!
-//! Where: [`findings_to_tasks`] 1, 6, 9–11; [`responses`] 2, 12–14;
+//! Where: [`findings_to_tasks`] 1, 6, 9–11, 15; [`responses`] 2, 12–14;
 //! [`requests_and_alerts`] 3, 7, 8; [`late_findings`] 4; [`dead_letters`] 5.
 
 mod dead_letters;

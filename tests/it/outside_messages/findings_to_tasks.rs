@@ -350,3 +350,46 @@ async fn a_coordinator_that_takes_over_hands_out_the_finding_once() {
         d.inputs
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_senders_id_with_any_characters_is_kept_and_answered() {
+    let stack = Stack::start();
+    let _c = coordinator(&stack, &[]);
+    let rec = Recorder::new();
+    let _w = worker(&stack, "valuation", 1, &rec.handler(), &[]);
+    let api = Api::connect(&stack).await;
+    let outside = Outside::connect(&stack).await;
+    coordinator_reading(&api).await;
+    let id = "10-K/p.47 #1:capex.é";
+    let body = SEED_FINDING.replacen('{', &format!(r#"{{"id":"{id}","#), 1);
+    outside.publish("caucus.findings.AAPL", body).await;
+    findings_handled(&api).await;
+    let wf = submit_held(&api, "AAPL", valuation_pipeline()).await;
+    let d = rec.dispatch_of(&wf, "valuation").await;
+    let got = findings_of(&d);
+    assert_eq!(
+        got.iter().map(|f| f.id.as_str()).collect::<Vec<_>>(),
+        vec![id],
+        "the task gets the finding under the sender's id: {:?}",
+        d.inputs
+    );
+    wait_gate(&api, &wf, "review").await;
+    let listed = poll(
+        "the finding listed as answered under the sender's id",
+        Duration::from_secs(15),
+        || async {
+            let pkg = package(&api, &wf).await;
+            let f = pkg["findings"]
+                .as_array()
+                .and_then(|fs| fs.iter().find(|f| f["finding_id"] == id))
+                .ok_or_else(|| format!("not listed by id; findings: {}", pkg["findings"]))?;
+            if f["answered"] == true {
+                Ok(f.clone())
+            } else {
+                Err(format!("listed but not answered: {f}"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(listed["used"], true, "{listed}");
+}
