@@ -34,10 +34,13 @@
 //! 14. a re-run of the task (sent back at the gate) does not double the
 //!     confirmation;
 //! 15. a sender's own id, whatever its characters, names the finding in the
-//!     task, the confirmation and the package.
+//!     task, the confirmation and the package;
+//! 16. a coordinator that takes over keeps the late flags and does not send
+//!     their cards again.
 //!
 //! Where: [`findings_to_tasks`] 1, 6, 9–11, 15; [`responses`] 2, 12–14;
-//! [`requests_and_alerts`] 3, 7, 8; [`late_findings`] 4; [`dead_letters`] 5.
+//! [`requests_and_alerts`] 3, 7, 8; [`late_findings`] 4, 16;
+//! [`dead_letters`] 5.
 
 mod dead_letters;
 mod findings_to_tasks;

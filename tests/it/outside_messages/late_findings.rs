@@ -143,3 +143,84 @@ async fn a_critical_finding_after_the_valuation_flags_the_workflow_at_its_gate()
         "the card names the flagged workflow {wf}: {c}"
     );
 }
+
+/// The late-finding cards about `id` so far.
+async fn late_cards(api: &Api, id: &str) -> Vec<Value> {
+    stream_messages(&api.nats, "CAUCUS_EVENTS", "caucus.alerts.>")
+        .await
+        .into_iter()
+        .filter(|a| a.body["content"]["detail"]["id"] == id)
+        .map(|a| a.body)
+        .collect()
+}
+
+/// A critical finding to valuation with `id`, as an outside service sends it.
+fn critical(id: &str, text: &str) -> String {
+    format!(
+        r#"{{"id":"{id}","message_type":"finding","from_agent":"financial_analyst","to_agent":"valuation_agent","priority":"critical","content":{{"finding":"{text}","confidence":0.9,"evidence":["8-K"]}}}}"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_keeps_the_late_flag_and_does_not_repeat_its_card() {
+    let stack = Stack::start();
+    let mut first = coordinator(&stack, &[]);
+    let rec = Recorder::new();
+    let _w = worker(&stack, "valuation", 1, &rec.handler(), &[]);
+    let api = Api::connect(&stack).await;
+    let outside = Outside::connect(&stack).await;
+    coordinator_reading(&api).await;
+    let wf = submit_held(&api, "AAPL", valuation_pipeline()).await;
+    wait_gate(&api, &wf, "review").await;
+    outside
+        .publish(
+            "caucus.findings.AAPL",
+            critical("late-a", "Capex guidance withdrawn"),
+        )
+        .await;
+    eventually("the card of late-a", Duration::from_secs(15), || async {
+        (!late_cards(&api, "late-a").await.is_empty()).then_some(())
+    })
+    .await;
+    findings_handled(&api).await;
+
+    first.kill();
+    let _second = coordinator(&stack, &[]);
+    // The sentinel: a second late finding, read by the new coordinator
+    // after it has read the stream's history back.
+    outside
+        .publish(
+            "caucus.findings.AAPL",
+            critical("late-b", "Dividend suspended"),
+        )
+        .await;
+    eventually("the card of late-b", Duration::from_secs(20), || async {
+        (!late_cards(&api, "late-b").await.is_empty()).then_some(())
+    })
+    .await;
+    let again = late_cards(&api, "late-a").await;
+    assert_eq!(
+        again.len(),
+        1,
+        "the coordinator that took over does not send late-a's card again: {again:#?}"
+    );
+    let w = api
+        .status(std::slice::from_ref(&wf))
+        .await
+        .pop()
+        .expect("status");
+    let ids: Vec<&Value> = w["flags"]
+        .as_array()
+        .map(|fs| {
+            fs.iter()
+                .filter(|f| f["kind"] == "late_finding")
+                .map(|f| &f["detail"]["id"])
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        ids,
+        vec![&json!("late-a"), &json!("late-b")],
+        "both late findings flag the workflow, once each: {w}"
+    );
+}
