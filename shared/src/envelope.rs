@@ -184,12 +184,9 @@ impl Envelope {
         default_id: impl FnOnce() -> String,
     ) -> Result<Envelope, DecodeError> {
         let mut object = parse_object(bytes, max_bytes)?;
-        let missing = match object.get("id") {
-            None | Some(Value::Null) => true,
-            Some(Value::String(s)) => s.trim().is_empty(),
-            Some(_) => false,
-        };
-        if missing {
+        // Only an absent id: a null or a non-string one is still refused
+        // as an invalid field, as before.
+        if !object.contains_key("id") {
             object.insert("id".into(), Value::String(default_id()));
         }
         check_schema_version(&object)?;
