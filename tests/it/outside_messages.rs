@@ -36,9 +36,11 @@
 //! 15. a sender's own id, whatever its characters, names the finding in the
 //!     task, the confirmation and the package;
 //! 16. a coordinator that takes over keeps the late flags and does not send
-//!     their cards again.
+//!     their cards again;
+//! 17. a finding about an item whose name has a dot (`BRK.B`, subject token
+//!     `BRK~2EB`) reaches that item's task.
 //!
-//! Where: [`findings_to_tasks`] 1, 6, 9–11, 15; [`responses`] 2, 12–14;
+//! Where: [`findings_to_tasks`] 1, 6, 9–11, 15, 17; [`responses`] 2, 12–14;
 //! [`requests_and_alerts`] 3, 7, 8; [`late_findings`] 4, 16;
 //! [`dead_letters`] 5.
 

@@ -393,3 +393,30 @@ async fn a_senders_id_with_any_characters_is_kept_and_answered() {
     .await;
     assert_eq!(listed["used"], true, "{listed}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finding_about_an_item_with_a_dot_reaches_its_task() {
+    let stack = Stack::start();
+    let _c = coordinator(&stack, &[]);
+    let rec = Recorder::new();
+    let _w = worker(&stack, "valuation", 1, &rec.handler(), &[]);
+    let api = Api::connect(&stack).await;
+    let outside = Outside::connect(&stack).await;
+    coordinator_reading(&api).await;
+    // `BRK.B` as one subject token: the dot is written ~2E (PROTOCOL.md).
+    outside
+        .publish("caucus.findings.BRK~2EB", SEED_FINDING.as_bytes())
+        .await;
+    findings_handled(&api).await;
+    let wf = submit_held(&api, "BRK.B", valuation_pipeline()).await;
+    let d = rec.dispatch_of(&wf, "valuation").await;
+    assert_eq!(
+        findings_of(&d)
+            .iter()
+            .map(InputFinding::text)
+            .collect::<Vec<_>>(),
+        vec![SEED_TEXT],
+        "the BRK.B task gets the finding published on caucus.findings.BRK~2EB: {:?}",
+        d.inputs
+    );
+}

@@ -115,6 +115,10 @@ async fn a_critical_finding_after_the_valuation_flags_the_workflow_at_its_gate()
         "it arrived after the analysis: {minor}"
     );
     assert!(
+        minor["answered"].is_null() && minor["requires_response"] == false,
+        "no response was asked, so none is awaited: {minor}"
+    );
+    assert!(
         !listed.iter().any(|l| l["id"] == "late-minor-1"),
         "late_findings holds only the findings that flagged the workflow: {pkg}"
     );
