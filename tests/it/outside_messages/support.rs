@@ -46,10 +46,11 @@ print(json.dumps(out))
 
 /// Where the recorder writes, and the worker handler that runs it.
 pub(super) struct Recorder {
-    pub(super) dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Recorder {
+    /// A fresh directory holding the agent script.
     pub(super) fn new() -> Recorder {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("agent.py"), RECORDER).expect("write agent.py");
@@ -105,6 +106,8 @@ impl Recorder {
     }
 }
 
+/// The dispatches recorded in `dir` (a file that does not parse fails the
+/// test: the recorder writes whole files only).
 fn read_dispatches(dir: &Path) -> Vec<TaskDispatch> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
@@ -134,10 +137,11 @@ pub(super) fn findings_of(d: &TaskDispatch) -> Vec<InputFinding> {
 
 /// An outside service: a plain NATS client, nothing of caucus.
 pub(super) struct Outside {
-    pub(super) js: jetstream::Context,
+    js: jetstream::Context,
 }
 
 impl Outside {
+    /// Connects to the stack's NATS server.
     pub(super) async fn connect(stack: &Stack) -> Outside {
         let nats = async_nats::connect(stack.nats.url())
             .await
