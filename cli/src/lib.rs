@@ -4,6 +4,7 @@
 mod audit;
 mod broadcast;
 mod client;
+mod credentials;
 mod debates;
 mod demo;
 mod gate;
@@ -220,7 +221,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Down => return stack::script("down"),
         _ => {}
     }
-    let config = cli.common.load()?;
+    let config = credentials::load_config(&cli.common)?;
     let client = Client::connect(&config).await?;
     match cli.command {
         Command::Plan {
