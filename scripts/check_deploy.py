@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,10 @@ NATS_HELM_VALUES = ROOT / "deploy" / "helm" / "nats-values.yaml"
 AGENT_TYPES = ["screening", "business", "financial", "strategy", "valuation", "report"]
 SERVICES = ["coordinator", "facilitator", "correlator"]
 BINARIES = ["caucus", "caucus-coordinator", "caucus-worker", "caucus-facilitator", "caucus-correlator"]
+# Roles whose env files `caucus auth init` writes (docs/SECURITY.md).
+AUTH_ROLES = ["coordinator", "worker", "facilitator", "correlator", "operator", "publisher", "admin"]
+# How a compose service loads its role's credentials before it runs CMD.
+ROLE_COMMAND = re.compile(r"^set -a && \. /auth/(?P<role>[a-z]+)\.env && set \+a && exec (?P<cmd>.+)$")
 
 failures: list[str] = []
 skips: list[str] = []
@@ -58,6 +63,101 @@ def skip(what: str, why: str) -> None:
 
 def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+# ------------------------------------------------------------- credentials
+class Auth:
+    """A directory of credentials as `caucus auth init` writes them: the real
+    generator's output when the build has it, else a stand-in (said loudly)."""
+
+    def __init__(self, path: Path, generated: bool):
+        self.path = path
+        self.generated = generated
+
+    def env(self, role: str) -> dict[str, str]:
+        """The CAUCUS_* variables of <role>.env."""
+        out = {}
+        for line in (self.path / f"{role}.env").read_text().splitlines():
+            line = line.strip().removeprefix("export ")
+            if line and not line.startswith("#") and "=" in line:
+                k, v = line.split("=", 1)
+                out[k.strip()] = v.strip().strip('"').strip("'")
+        return out
+
+
+def make_auth(out: Path, bin_dir: Path | None) -> Auth:
+    section("credentials (caucus auth init)")
+    path = out / "auth"
+    shutil.rmtree(path, ignore_errors=True)
+    if bin_dir is not None:
+        r = run([str(bin_dir / "caucus"), "auth", "init", str(path)])
+        if r.returncode == 0:
+            missing = [f for f in ["nats.conf", "redis-users.acl", *(f"{x}.env" for x in AUTH_ROLES)]
+                       if not (path / f).is_file()]
+            if missing:
+                fail(f"caucus auth init did not write {missing}")
+            else:
+                ok(f"caucus auth init wrote nats.conf, redis-users.acl and {len(AUTH_ROLES)} role env files")
+            return Auth(path, True)
+        if "unrecognized subcommand" not in r.stderr:
+            fail(f"caucus auth init {rel(path)} failed:\n{r.stderr}{r.stdout}")
+    skip("checks with generated credentials",
+         "no `caucus auth init` in this build: checking with a stand-in (users without permissions)")
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    users = "\n".join(f"    {{ user: {r}, password: standin-{r} }}" for r in AUTH_ROLES)
+    (path / "nats.conf").write_text(f"authorization {{\n  users = [\n{users}\n  ]\n}}\n")
+    acl = ["user default off", *(f"user {r} on >standin-{r} ~caucus:* +@all" for r in AUTH_ROLES)]
+    (path / "redis-users.acl").write_text("\n".join(acl) + "\n")
+    for r in AUTH_ROLES:
+        (path / f"{r}.env").write_text(
+            f"CAUCUS_NATS_USER={r}\nCAUCUS_NATS_PASSWORD=standin-{r}\n"
+            f"CAUCUS_REDIS_USERNAME={r}\nCAUCUS_REDIS_PASSWORD=standin-{r}\n"
+        )
+    return Auth(path, False)
+
+
+def check_redis_acl(auth: Auth) -> None:
+    """redis-server must accept the generated ACL file (it refuses to start otherwise)."""
+    bin_ = redis_server_binary()
+    if not bin_:
+        skip("redis-server --aclfile", "no redis-server binary (scripts/install-servers)")
+        return
+    acl = auth.path / "redis-users.acl"
+    with tempfile.TemporaryDirectory() as d:
+        # Port 0: no TCP listener; a unix socket of its own.
+        cmd = [bin_, "--port", "0", "--unixsocket", f"{d}/redis.sock", "--dir", d, "--save", "",
+               "--appendonly", "no", "--aclfile", str(acl)]
+        log = Path(d) / "redis.log"
+        with log.open("w") as f:
+            proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+        try:
+            # "Ready to accept connections tcp" / "... ready to accept connections at <socket>"
+            text = _poll_log(log, "ready to accept connections", proc, 20)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    if "ready to accept connections" in text.lower():
+        ok(f"redis-server starts with the{'' if auth.generated else ' stand-in'} redis-users.acl")
+    else:
+        fail(f"redis-server rejects {rel(acl)}:\n{text[-2000:]}")
+
+
+def _poll_log(log: Path, marker: str, proc: subprocess.Popen, timeout: float) -> str:
+    """The log's text once it holds marker, or when proc exits or the deadline passes."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        text = log.read_text(errors="replace")
+        if marker in text.lower() or proc.poll() is not None or time.monotonic() > deadline:
+            return log.read_text(errors="replace")
+        time.sleep(0.05)
+
+
+def redis_server_binary() -> str | None:
+    """CAUCUS_REDIS_SERVER, then .caucus/servers.env, then PATH."""
+    return _server_binary("CAUCUS_REDIS_SERVER", "redis-server")
 
 
 # ---------------------------------------------------------------- shellcheck
@@ -123,7 +223,7 @@ def compose_binary() -> Path | None:
     return b if b.is_file() else None
 
 
-def check_compose(bin_dir: Path | None) -> None:
+def check_compose(bin_dir: Path | None, auth: Auth, out: Path) -> None:
     section("docker-compose.yml (docker compose v2 `config`)")
     dc = compose_binary()
     if dc is None:
@@ -149,7 +249,7 @@ def check_compose(bin_dir: Path | None) -> None:
     project = json.loads(r.stdout)
     services = project.get("services", {})
     expected = SERVICES + [f"worker-{a}" for a in AGENT_TYPES]
-    for name in ["nats", "redis", *expected]:
+    for name in ["auth-init", "nats", "redis", *expected]:
         if name not in services:
             fail(f"compose: service `{name}` is missing")
     for name in expected:
@@ -161,13 +261,21 @@ def check_compose(bin_dir: Path | None) -> None:
             problems.append("restart is not unless-stopped")
         if not s.get("stop_grace_period"):
             problems.append("no stop_grace_period")
+        role = "worker" if name.startswith("worker-") else name
+        binary = f"caucus-{role}"
+        cmd = role_command(s.get("command") or [])
+        if cmd != (role, binary):
+            problems.append(f"command does not load /auth/{role}.env and exec {binary}: {s.get('command')}")
         test = (s.get("healthcheck") or {}).get("test") or []
-        if test[1:3] != ["caucus", "health"]:
-            problems.append(f"healthcheck is not `caucus health …`: {test}")
+        if test[:1] != ["CMD"] or role_command(test[1:]) != (role, f"caucus health {role}"):
+            problems.append(f"healthcheck is not `caucus health {role}` with /auth/{role}.env: {test}")
+        problems += role_volume_problems(s, role)
         deps = s.get("depends_on") or {}
         for dep in ("nats", "redis"):
             if (deps.get(dep) or {}).get("condition") != "service_healthy":
                 problems.append(f"does not wait for {dep} to be healthy")
+        if (deps.get("auth-init") or {}).get("condition") != "service_completed_successfully":
+            problems.append("does not wait for auth-init to complete")
         if name.startswith("worker-"):
             if s.get("container_name"):
                 problems.append("container_name set (breaks --scale)")
@@ -182,13 +290,104 @@ def check_compose(bin_dir: Path | None) -> None:
         if not (services.get(name) or {}).get("healthcheck"):
             fail(f"compose: {name} has no healthcheck")
     if not [f for f in failures if f.startswith("compose")]:
-        ok(f"{len(expected)} caucus services: healthchecks, depends_on healthy, scalable workers")
+        ok(f"{len(expected)} caucus services: each with its role's credentials only, healthchecks, "
+           "depends_on healthy, scalable workers")
     check_compose_nats(services.get("nats") or {})
-    check_compose_config(services, bin_dir)
+    check_compose_redis(services.get("redis") or {})
+    volumes = check_compose_auth_init(services, out, bin_dir)
+    check_compose_config(services, bin_dir, auth, volumes)
+
+
+def role_command(cmd: list[str]) -> tuple[str, str] | None:
+    """(role, command) of `sh -c "set -a && . /auth/<role>.env && set +a && exec <command>"`."""
+    if len(cmd) != 3 or cmd[:2] != ["sh", "-c"]:
+        return None
+    m = ROLE_COMMAND.match(cmd[2])
+    return (m["role"], m["cmd"]) if m else None
+
+
+def auth_volumes(s: dict) -> list[dict]:
+    """The service's mounts of the credential volumes (named auth*)."""
+    return [v for v in s.get("volumes") or [] if v.get("type") == "volume" and v.get("source", "").startswith("auth")]
+
+
+def role_volume_problems(s: dict, role: str) -> list[str]:
+    """A caucus service mounts its role's volume at /auth, read-only, and no other."""
+    vols = auth_volumes(s)
+    want = [("auth-" + role, "/auth", True)]
+    got = [(v.get("source"), v.get("target"), bool(v.get("read_only"))) for v in vols]
+    return [] if got == want else [f"credential volumes {got}, expected {want}"]
+
+
+def check_compose_redis(redis: dict) -> None:
+    """Redis runs with the generated ACL file (default user off) from auth-redis."""
+    cmd = redis.get("command") or []
+    acl = cmd[cmd.index("--aclfile") + 1] if "--aclfile" in cmd[:-1] else None
+    vols = auth_volumes(redis)
+    if acl is None:
+        fail(f"compose redis: not started with --aclfile (command {cmd})")
+    elif [(v.get("source"), v.get("target")) for v in vols] != [("auth-redis", os.path.dirname(acl))]:
+        fail(f"compose redis: {acl} is not in the auth-redis volume (mounts {vols})")
+    else:
+        ok(f"compose redis runs with --aclfile {acl} from volume auth-redis")
+
+
+def check_compose_auth_init(services: dict, out: Path, bin_dir: Path | None) -> dict[str, Path] | None:
+    """Runs auth-init's script here, with /auth/ under a scratch directory and
+    the real `caucus auth init`; each volume's files must then be there, owned
+    by the user that reads them. Returns volume name -> its directory, or None
+    when the script cannot run here (said loudly)."""
+    init = services.get("auth-init") or {}
+    cmd = init.get("command") or []
+    if len(cmd) != 3 or cmd[:2] != ["sh", "-c"] or "caucus auth init" not in cmd[2]:
+        fail(f"compose auth-init: does not run `sh -c '… caucus auth init …'`: {cmd}")
+        return None
+    if init.get("restart") not in (None, "no"):
+        fail(f"compose auth-init: restart {init.get('restart')} (it must run once)")
+    mounts = {v["target"]: v["source"] for v in auth_volumes(init)}
+    users = {v["source"] for s in services.values() if s is not init for v in auth_volumes(s)}
+    if "auth" in users:
+        fail("compose: a service other than auth-init mounts the volume `auth` (every secret)")
+    if not users <= set(mounts.values()):
+        fail(f"compose auth-init: does not fill volumes {sorted(users - set(mounts.values()))}")
+    caucus = bin_dir / "caucus" if bin_dir else None
+    if os.geteuid() != 0 or caucus is None or run([str(caucus), "auth", "init", "--help"]).returncode != 0:
+        skip("running compose auth-init's script", "needs root (install -o) and a build with `caucus auth init`")
+        return None
+    root = out / "compose-auth"
+    shutil.rmtree(root, ignore_errors=True)
+    script = cmd[2]
+    for target in sorted(mounts, key=len, reverse=True):
+        script = script.replace(target, str(root / target.strip("/")))
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(out)}
+    r = run(["sh", "-c", script], env=env)
+    if r.returncode != 0:
+        fail(f"compose auth-init's script failed here:\n{r.stderr}{r.stdout}")
+        return None
+    dirs = {src: root / target.strip("/") for target, src in mounts.items()}
+    ok(f"compose auth-init's script fills {len(dirs)} volumes")
+    return dirs
+
+
+def compose_role_env(volumes: dict[str, Path], s: dict, role: str) -> dict[str, str] | None:
+    """The variables the service's command loads, read from the volume it mounts."""
+    vols = auth_volumes(s)
+    if len(vols) != 1 or vols[0].get("source") not in volumes:
+        return None
+    f = volumes[vols[0]["source"]] / f"{role}.env"
+    if not f.is_file():
+        fail(f"compose: auth-init does not put {role}.env into volume {vols[0]['source']}")
+        return None
+    st = f.stat()
+    if st.st_uid != 10001 or st.st_mode & 0o077:
+        fail(f"compose: {role}.env in {vols[0]['source']} is not the caucus user's alone "
+             f"(uid {st.st_uid}, mode {oct(st.st_mode & 0o777)})")
+    return Auth(f.parent, True).env(role)
 
 
 def check_compose_nats(nats: dict) -> None:
-    """The compose NATS runs with deploy/config/nats-server.conf (sync_interval: always)."""
+    """The compose NATS runs with deploy/config/nats-server.conf (sync_interval:
+    always) and the generated users in auth/ beside it."""
     cmd = nats.get("command") or []
     conf = cmd[cmd.index("-c") + 1] if "-c" in cmd[:-1] else None
     if conf is None:
@@ -202,18 +401,31 @@ def check_compose_nats(nats: dict) -> None:
         fail(f"compose nats: {rel(NATS_CONF)} is not mounted at {conf}")
         return
     ok(f"compose nats runs with {rel(NATS_CONF)} mounted at {conf}")
+    auth_dir = os.path.join(os.path.dirname(conf), "auth")
+    vols = [(v.get("source"), v.get("target")) for v in auth_volumes(nats)]
+    if vols != [("auth-nats", auth_dir)]:
+        fail(f"compose nats: volume auth-nats is not (only) mounted at {auth_dir}: {vols}")
+    else:
+        ok(f"compose nats: the generated users from volume auth-nats at {auth_dir}")
 
 
-def check_compose_config(services: dict, bin_dir: Path | None) -> None:
-    """Each caucus service's environment must load in its real binary."""
+def check_compose_config(
+    services: dict, bin_dir: Path | None, auth: Auth, volumes: dict[str, Path] | None
+) -> None:
+    """Each caucus service's environment, with the credentials its command
+    loads (from the volume auth-init filled, else from `auth`), must load in
+    its real binary."""
     if bin_dir is None:
         return
     for name, s in sorted(services.items()):
-        cmd = s.get("command") or []
-        if not cmd or not cmd[0].startswith("caucus"):
+        rc = role_command(s.get("command") or [])
+        if rc is None:
             continue
+        role, cmd = rc
         env = {k: str(v) for k, v in (s.get("environment") or {}).items() if v is not None}
-        dump_config(f"compose {name}", bin_dir, cmd, env)
+        creds = compose_role_env(volumes, s, role) if volumes else None
+        env.update(auth.env(role) if creds is None else creds)
+        dump_config(f"compose {name} (as {role})", bin_dir, cmd.split(), env)
 
 
 # ---------------------------------------------------------- binary --dump-config
@@ -247,17 +459,21 @@ def check_config_examples(bin_dir: Path | None) -> None:
 # ----------------------------------------------------------- NATS durability
 def nats_server_binary() -> str | None:
     """CAUCUS_NATS_SERVER, then .caucus/servers.env (scripts/install-servers), then PATH."""
-    if os.environ.get("CAUCUS_NATS_SERVER"):
-        return os.environ["CAUCUS_NATS_SERVER"]
+    return _server_binary("CAUCUS_NATS_SERVER", "nats-server")
+
+
+def _server_binary(var: str, name: str) -> str | None:
+    if os.environ.get(var):
+        return os.environ[var]
     env_file = ROOT / ".caucus" / "servers.env"
     if env_file.is_file():
         for line in env_file.read_text().splitlines():
-            if line.startswith("CAUCUS_NATS_SERVER="):
+            if line.startswith(f"{var}="):
                 return line.split("=", 1)[1].strip().strip('"')
-    return shutil.which("nats-server")
+    return shutil.which(name)
 
 
-def check_nats_durability() -> None:
+def check_nats_durability(auth: Auth) -> None:
     section("NATS durability (JetStream sync_interval: always)")
     import re
 
@@ -267,15 +483,26 @@ def check_nats_durability() -> None:
         fail(f"{rel(NATS_CONF)}: the jetstream block does not set `sync_interval: always`")
     else:
         ok(f"{rel(NATS_CONF)}: jetstream sync_interval: always")
+    if not re.search(r'(?m)^include\s+"?auth/nats\.conf"?\s*;?\s*$', text):
+        fail(f"{rel(NATS_CONF)}: does not include auth/nats.conf (the users of `caucus auth init`)")
+    else:
+        ok(f"{rel(NATS_CONF)}: includes auth/nats.conf")
     bin_ = nats_server_binary()
     if not bin_ or not Path(bin_).is_file():
         skip(f"nats-server -t {rel(NATS_CONF)}", "no nats-server binary (scripts/install-servers)")
     else:
-        r = run([bin_, "-c", str(NATS_CONF), "-t"])
+        # As deployed: the generated nats.conf in auth/ beside it.
+        with tempfile.TemporaryDirectory() as d:
+            conf = Path(d) / "nats-server.conf"
+            shutil.copy(NATS_CONF, conf)
+            (Path(d) / "auth").mkdir()
+            shutil.copy(auth.path / "nats.conf", Path(d) / "auth" / "nats.conf")
+            r = run([bin_, "-c", str(conf), "-t"])
+        which = "the generated" if auth.generated else "a stand-in"
         if r.returncode != 0:
-            fail(f"nats-server -t rejects {rel(NATS_CONF)}:\n{r.stdout}{r.stderr}")
+            fail(f"nats-server -t rejects {rel(NATS_CONF)} with {which} auth/nats.conf:\n{r.stdout}{r.stderr}")
         else:
-            ok(f"nats-server -t accepts {rel(NATS_CONF)}")
+            ok(f"nats-server -t accepts {rel(NATS_CONF)} with {which} auth/nats.conf")
     try:
         import yaml
     except ImportError:
@@ -287,9 +514,38 @@ def check_nats_durability() -> None:
         fail(f"{rel(NATS_HELM_VALUES)}: config.jetstream must be enabled with merge.sync_interval: always")
     else:
         ok(f"{rel(NATS_HELM_VALUES)}: JetStream enabled, merge.sync_interval: always")
+    check_nats_helm_auth(values)
+
+
+def check_nats_helm_auth(values: dict) -> None:
+    """The official chart's server includes the generated users from a mounted Secret."""
+    includes = [v for k, v in ((values.get("config") or {}).get("merge") or {}).items() if k.endswith("$include")]
+    mounts = [
+        p["value"] for p in (values.get("container") or {}).get("patch") or []
+        if p.get("op") == "add" and p.get("path") == "/volumeMounts/-"
+    ]
+    volumes = {
+        p["value"]["name"]: p["value"] for p in (values.get("podTemplate") or {}).get("patch") or []
+        if p.get("op") == "add" and p.get("path") == "/spec/volumes/-"
+    }
+    # Includes are relative to the chart's config directory /etc/nats-config.
+    wanted = [os.path.normpath(os.path.join("/etc/nats-config", i)) for i in includes]
+    found = [
+        w for w in wanted
+        if any(
+            os.path.dirname(w) == m.get("mountPath") and (volumes.get(m.get("name")) or {}).get("secret")
+            for m in mounts
+        )
+    ]
+    if not found:
+        fail(f"{rel(NATS_HELM_VALUES)}: no config.merge $include of nats.conf from a mounted Secret")
+    else:
+        ok(f"{rel(NATS_HELM_VALUES)}: the server includes {found[0]} from Secret "
+           f"{next(v['secret']['secretName'] for v in volumes.values() if v.get('secret'))}")
 
 
 # ---------------------------------------------------------------------- helm
+NO_AUTH = {"auth": {"enabled": False}}
 FULL_VALUES = {
     "keda": {"enabled": True},
     "telemetry": {"otlpEndpoint": "http://otel-collector.observability:4317"},
@@ -307,20 +563,21 @@ FULL_VALUES = {
         "research_discovery": {"enabled": True},
     },
     "extraEnv": [{"name": "RUST_LOG", "value": "info,caucus=debug"}],
+    "auth": {"secretNames": {"worker": "caucus-worker-credentials"}},
     "config": 'shutdown_grace = "20s"\n\n[worker]\nlease_ttl = "15s"\n',
     "imagePullSecrets": [{"name": "registry"}],
     "nodeSelector": {"kubernetes.io/os": "linux"},
 }
 
 
-def check_helm(out: Path, tools_bin: Path, bin_dir: Path | None) -> None:
+def check_helm(out: Path, tools_bin: Path, bin_dir: Path | None, auth: Auth) -> None:
     section("Helm chart deploy/helm/caucus (helm lint, helm template)")
     try:
         import helm_python as helm  # type: ignore[import-not-found]
     except Exception as e:  # the native library may not load on this machine
         skip("Helm chart lint/render", f"helm-python-sdk unusable here: {e}")
         return
-    for label, values in (("default values", None), ("full values", FULL_VALUES)):
+    for label, values in (("default values", None), ("full values", FULL_VALUES), ("auth off", NO_AUTH)):
         report = helm.lint(str(CHART), values, strict=True)
         bad = [m for m in report.get("messages", []) if m.get("severity", 0) >= 2]
         bad += [{"error": e} for e in report.get("errors", [])]
@@ -330,7 +587,7 @@ def check_helm(out: Path, tools_bin: Path, bin_dir: Path | None) -> None:
             ok(f"helm lint --strict ({label})")
     rendered: dict[str, list[dict]] = {}
     with helm.Chart.load(str(CHART)) as chart:
-        for label, values in (("default", None), ("full", FULL_VALUES)):
+        for label, values in (("default", None), ("full", FULL_VALUES), ("noauth", NO_AUTH)):
             try:
                 manifests = chart.render(values, name="caucus", namespace="caucus", is_install=True)
             except Exception as e:
@@ -346,10 +603,36 @@ def check_helm(out: Path, tools_bin: Path, bin_dir: Path | None) -> None:
             ok(f"helm template ({label} values) → {rel(path)} ({len(rendered[label])} objects)")
     for label, objs in rendered.items():
         check_helm_objects(label, objs, label == "full")
+        check_helm_auth(label, objs, {} if label != "full" else FULL_VALUES["auth"]["secretNames"], label != "noauth")
     validate_k8s(out, tools_bin, list(rendered))
     if bin_dir is not None:
         for label, objs in rendered.items():
-            check_helm_config(label, objs, bin_dir, out)
+            check_helm_config(label, objs, bin_dir, out, auth if label != "noauth" else None)
+
+
+def check_helm_auth(label: str, objs: list[dict], names: dict[str, str], enabled: bool) -> None:
+    """Each Deployment loads exactly its role's Secret (or none with auth off)."""
+    bad = []
+    for d in objs:
+        if d["kind"] != "Deployment":
+            continue
+        c = d["spec"]["template"]["spec"]["containers"][0]
+        role = helm_role(d)
+        # Release `caucus`: the chart's full name is `caucus`.
+        want = [names.get(role, f"caucus-{role}")] if enabled else []
+        got = [e.get("secretRef", {}).get("name") for e in c.get("envFrom") or []]
+        if got != want:
+            bad.append(f"{d['metadata']['name']} loads {got}, expected {want}")
+    if bad:
+        fail(f"helm ({label}) credentials: " + "; ".join(bad))
+    else:
+        ok(f"helm ({label}): " + ("each Deployment loads its role's Secret only" if enabled else "no credential Secrets"))
+
+
+def helm_role(d: dict) -> str:
+    """The caucus role a Deployment runs as: worker, or its component."""
+    component = d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]
+    return "worker" if component.startswith("worker-") else component
 
 
 def _load_yaml_docs(text: str) -> list[dict]:
@@ -451,8 +734,9 @@ def validate_k8s(out: Path, tools_bin: Path, labels: list[str]) -> None:
         ok(f"kubernetes-validate --strict: {', '.join(Path(f).name for f in files)}")
 
 
-def check_helm_config(label: str, objs: list[dict], bin_dir: Path, out: Path) -> None:
-    """The ConfigMap's caucus.toml plus each Deployment's env must load."""
+def check_helm_config(label: str, objs: list[dict], bin_dir: Path, out: Path, auth: Auth | None) -> None:
+    """The ConfigMap's caucus.toml plus each Deployment's env (with its role's
+    generated credentials for the Secret it loads) must load."""
     cms = [o for o in objs if o["kind"] == "ConfigMap"]
     if not cms:
         fail(f"helm ({label}): no ConfigMap")
@@ -464,7 +748,7 @@ def check_helm_config(label: str, objs: list[dict], bin_dir: Path, out: Path) ->
         if d["kind"] != "Deployment":
             continue
         c = d["spec"]["template"]["spec"]["containers"][0]
-        env: dict[str, str] = {}
+        env: dict[str, str] = auth.env(helm_role(d)) if auth and c.get("envFrom") else {}
         for e in c.get("env", []):
             if "value" in e:
                 env[e["name"]] = str(e["value"])
@@ -495,10 +779,12 @@ def main() -> int:
 
     check_shell(args.tools_bin)
     check_dockerfile(args.tools_bin)
-    check_compose(bin_dir)
-    check_nats_durability()
+    auth = make_auth(args.out, bin_dir)
+    check_redis_acl(auth)
+    check_compose(bin_dir, auth, args.out)
+    check_nats_durability(auth)
     check_config_examples(bin_dir)
-    check_helm(args.out, args.tools_bin, bin_dir)
+    check_helm(args.out, args.tools_bin, bin_dir, auth)
 
     print()
     for s in skips:

@@ -89,6 +89,24 @@ the config file, telemetry.
 {{- end }}
 {{- end -}}
 
+{{/*
+The role's credentials (docs/SECURITY.md) as environment, from its Secret;
+argument: (dict "root" $ "role" "worker"). Nothing when auth is off.
+*/}}
+{{- define "caucus.authEnvFrom" -}}
+{{- if .root.Values.auth.enabled }}
+envFrom:
+  - secretRef:
+      name: {{ include "caucus.authSecret" . }}
+{{- end }}
+{{- end -}}
+
+{{/* Name of a role's credentials Secret; argument as caucus.authEnvFrom. */}}
+{{- define "caucus.authSecret" -}}
+{{- $names := .root.Values.auth.secretNames | default dict -}}
+{{- get $names .role | default (printf "%s-%s" (include "caucus.fullname" .root) .role) -}}
+{{- end -}}
+
 {{/* Volumes every caucus pod mounts. */}}
 {{- define "caucus.volumes" -}}
 - name: config
