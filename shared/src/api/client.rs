@@ -6,8 +6,8 @@ use serde_json::Value;
 
 pub use super::decode::{decode_reply, decode_request};
 use super::error::ApiError;
-use super::server::api_request;
-use super::{Operation, CODE_STANDBY};
+use super::server::api_request_on;
+use super::{identity, Operation, CODE_STANDBY};
 use crate::subjects::Subjects;
 
 /// How long a call keeps retrying `standby` answers by default: long
@@ -18,13 +18,16 @@ pub const STANDBY_RETRY: Duration = Duration::from_secs(20);
 const STANDBY_PAUSE: Duration = Duration::from_millis(100);
 
 /// Calls operations on `caucus.api.<service>.<operation>` with typed
-/// requests and replies; cheap to clone.
+/// requests and replies; cheap to clone. With an identity
+/// ([`ApiClient::with_identity`]), mutating operations go to
+/// `….<operation>.as.<identity>` instead.
 #[derive(Clone)]
 pub struct ApiClient {
     nats: async_nats::Client,
     subjects: Subjects,
     timeout: Duration,
     standby_retry: Duration,
+    identity: Option<String>,
 }
 
 impl std::fmt::Debug for ApiClient {
@@ -32,6 +35,7 @@ impl std::fmt::Debug for ApiClient {
         f.debug_struct("ApiClient")
             .field("prefix", &self.subjects.prefix())
             .field("timeout", &self.timeout)
+            .field("identity", &self.identity)
             .finish()
     }
 }
@@ -44,7 +48,22 @@ impl ApiClient {
             subjects,
             timeout,
             standby_retry: STANDBY_RETRY,
+            identity: None,
         }
+    }
+
+    /// Calls mutating operations as `name`, on `….<operation>.as.<name>`
+    /// (the server then records `name` as who acted; NATS permissions
+    /// decide whether this connection may speak as `name`). Read
+    /// operations stay on their bare subjects.
+    pub fn with_identity(mut self, name: impl Into<String>) -> ApiClient {
+        self.identity = Some(name.into());
+        self
+    }
+
+    /// The identity mutating calls are made as, if any.
+    pub fn identity(&self) -> Option<&str> {
+        self.identity.as_deref()
     }
 
     /// Retries `standby` answers for `retry` (zero: never).
@@ -78,7 +97,7 @@ impl ApiClient {
     pub async fn call<O: Operation>(&self, request: &O::Request) -> Result<O::Reply, ApiError> {
         let body = serde_json::to_value(request)
             .map_err(|e| ApiError::bad_request(format!("request not serialisable: {e}")))?;
-        let reply = self.call_value(O::SERVICE, O::NAME, &body).await?;
+        let reply = self.send(O::SERVICE, O::NAME, O::MUTATES, &body).await?;
         decode_reply::<O>(reply)
     }
 
@@ -92,25 +111,40 @@ impl ApiClient {
 
     /// Calls `<service>.<operation>` with a JSON body and returns the JSON
     /// reply as it came (for `--json` output, which must not drop fields a
-    /// newer service added). `standby` is retried as in [`ApiClient::call`].
+    /// newer service added). `standby` is retried as in [`ApiClient::call`];
+    /// an operation the catalog marks mutating is called as the identity.
     pub async fn call_value(
         &self,
         service: &str,
         operation: &str,
         body: &Value,
     ) -> Result<Value, ApiError> {
+        let mutates = super::catalog()
+            .iter()
+            .any(|d| d.service == service && d.name == operation && d.mutates);
+        self.send(service, operation, mutates, body).await
+    }
+
+    /// The subject `operation` is called on: as the identity when it
+    /// mutates and there is one.
+    fn subject(&self, service: &str, operation: &str, mutates: bool) -> String {
+        match &self.identity {
+            Some(id) if mutates => identity::subject_as(&self.subjects, service, operation, id),
+            _ => self.subjects.api(service, operation),
+        }
+    }
+
+    async fn send(
+        &self,
+        service: &str,
+        operation: &str,
+        mutates: bool,
+        body: &Value,
+    ) -> Result<Value, ApiError> {
+        let subject = self.subject(service, operation, mutates);
         let deadline = Instant::now() + self.standby_retry;
         loop {
-            match api_request(
-                &self.nats,
-                &self.subjects,
-                service,
-                operation,
-                body,
-                self.timeout,
-            )
-            .await
-            {
+            match api_request_on(&self.nats, subject.clone(), service, body, self.timeout).await {
                 Err(e) if e.code == CODE_STANDBY && Instant::now() < deadline => {
                     tokio::time::sleep(STANDBY_PAUSE).await;
                 }

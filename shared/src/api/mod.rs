@@ -28,6 +28,7 @@ mod decode;
 mod error;
 pub mod facilitator;
 mod health;
+pub mod identity;
 pub mod server;
 
 pub use client::ApiClient;

@@ -34,6 +34,26 @@ const ROUND_TRIP_TIMEOUT: Duration = Duration::from_secs(2);
 /// A route handler: JSON in, JSON (or an [`ApiError`]) out.
 pub type Handler = Arc<dyn Fn(Value) -> BoxFuture<'static, Result<Value, ApiError>> + Send + Sync>;
 
+/// One operation served: its handler and what the identity rules need.
+#[derive(Clone)]
+struct Route {
+    handler: Handler,
+    /// [`super::Operation::MUTATES`]: also served on `….<op>.as.<identity>`.
+    mutates: bool,
+    /// [`super::Operation::ACTOR_FIELD`]: set from the caller's identity.
+    actor_field: Option<&'static str>,
+}
+
+/// What serving a request needs besides the message.
+struct Served {
+    service: String,
+    /// `<prefix>.api.<service>.`, stripped from request subjects.
+    base: String,
+    routes: HashMap<String, Route>,
+    /// `security.require_identity`.
+    require_identity: bool,
+}
+
 /// Routes of one service, served once [`ApiServer::start`] is called.
 pub struct ApiServer {
     client: Client,
@@ -41,8 +61,9 @@ pub struct ApiServer {
     service: String,
     instance_id: String,
     started: Instant,
-    routes: HashMap<String, Handler>,
+    routes: HashMap<String, Route>,
     health: crate::health::Health,
+    require_identity: bool,
 }
 
 impl std::fmt::Debug for ApiServer {
@@ -69,7 +90,16 @@ impl ApiServer {
             started: Instant::now(),
             routes: HashMap::new(),
             health: crate::health::Health::new(),
+            require_identity: false,
         }
+    }
+
+    /// `security.require_identity`: a bare request to a mutating operation
+    /// acts as the shared `operator` role instead of the name its body
+    /// gives (see [`super::identity`]).
+    pub fn with_require_identity(mut self, require: bool) -> Self {
+        self.require_identity = require;
+        self
     }
 
     /// The state `health` reports (`ok` until a component is degraded).
@@ -84,21 +114,44 @@ impl ApiServer {
         self
     }
 
-    /// Adds (or replaces) an operation. `health` is built in and cannot be
-    /// replaced.
+    /// Adds (or replaces) an operation, served on the bare subject only
+    /// (typed mutating operations go through [`ApiServer::op`]). `health`
+    /// is built in and cannot be replaced.
     pub fn route<F, Fut>(&mut self, operation: &str, handler: F) -> &mut Self
     where
         F: Fn(Value) -> Fut + Send + Sync + 'static,
         Fut: std::future::Future<Output = Result<Value, ApiError>> + Send + 'static,
     {
-        let h: Handler = Arc::new(move |v| handler(v).boxed());
-        self.routes.insert(encode_token(operation), h);
+        self.insert(operation, handler, false, None)
+    }
+
+    fn insert<F, Fut>(
+        &mut self,
+        operation: &str,
+        handler: F,
+        mutates: bool,
+        actor_field: Option<&'static str>,
+    ) -> &mut Self
+    where
+        F: Fn(Value) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<Value, ApiError>> + Send + 'static,
+    {
+        let handler: Handler = Arc::new(move |v| handler(v).boxed());
+        let route = Route {
+            handler,
+            mutates,
+            actor_field,
+        };
+        self.routes.insert(encode_token(operation), route);
         self
     }
 
     /// Adds (or replaces) the typed operation `O`: the body is read as
     /// `O::Request` (an empty body as `{}`; a mismatch is `bad_request`
-    /// naming the field) and the reply written from `O::Reply`.
+    /// naming the field) and the reply written from `O::Reply`. A mutating
+    /// `O` is also served on `….<op>.as.<identity>`, and its
+    /// `O::ACTOR_FIELD` is set from the caller's identity before decoding
+    /// (see [`super::identity`]).
     pub fn op<O, F, Fut>(&mut self, handler: F) -> &mut Self
     where
         O: super::Operation,
@@ -106,7 +159,7 @@ impl ApiServer {
         Fut: std::future::Future<Output = Result<O::Reply, ApiError>> + Send + 'static,
     {
         let handler = Arc::new(handler);
-        self.route(O::NAME, move |body| {
+        let serve = move |body| {
             let handler = handler.clone();
             async move {
                 let request = super::decode::decode_request::<O>(body)?;
@@ -114,7 +167,8 @@ impl ApiServer {
                 serde_json::to_value(reply)
                     .map_err(|e| ApiError::internal(format!("reply not serialisable: {e}")))
             }
-        })
+        };
+        self.insert(O::NAME, serve, O::MUTATES, O::ACTOR_FIELD)
     }
 
     /// Operations served, sorted (including `health`).
@@ -138,17 +192,22 @@ impl ApiServer {
         shutdown: CancellationToken,
         tracker: &TaskTracker,
     ) -> Result<(), Error> {
+        let health = health(
+            &self.service,
+            &self.instance_id,
+            self.started,
+            self.health.clone(),
+        );
         self.routes.insert(
             "health".into(),
-            health(
-                &self.service,
-                &self.instance_id,
-                self.started,
-                self.health.clone(),
-            ),
+            Route {
+                handler: health,
+                mutates: false,
+                actor_field: None,
+            },
         );
-        let wildcard = format!(
-            "{}.api.{}.*",
+        let base = format!(
+            "{}.api.{}.",
             self.subjects.prefix(),
             encode_token(&self.service)
         );
@@ -157,31 +216,45 @@ impl ApiServer {
             self.subjects.prefix(),
             encode_token(&self.service)
         );
-        let mut sub = self
-            .client
-            .queue_subscribe(wildcard.clone(), group)
-            .await
-            .map_err(|e| Error::nats(format!("subscribe {wildcard}: {e}")))?;
-        // Ready means reachable: the server must know the subscription.
+        // Bare operations, and mutating ones called as an identity.
+        let bare = format!("{base}*");
+        let as_identity = format!("{base}*.{}.*", super::identity::AS);
+        let mut subs = Vec::with_capacity(2);
+        for wildcard in [bare, as_identity] {
+            let sub = self
+                .client
+                .queue_subscribe(wildcard.clone(), group.clone())
+                .await
+                .map_err(|e| Error::nats(format!("subscribe {wildcard}: {e}")))?;
+            subs.push(sub);
+        }
+        // Ready means reachable: the server must know the subscriptions.
         round_trip(&self.client, ROUND_TRIP_TIMEOUT).await;
-        tracing::debug!(subject = %wildcard, operations = ?self.operations(), "API serving");
-        let routes = Arc::new(self.routes);
+        tracing::debug!(subject = %format!("{base}*"), operations = ?self.operations(), require_identity = self.require_identity, "API serving");
+        let served = Arc::new(Served {
+            service: self.service,
+            base,
+            routes: self.routes,
+            require_identity: self.require_identity,
+        });
         let client = self.client;
-        let service = self.service;
         let inner = tracker.clone();
         tracker.spawn(async move {
+            let mut both = futures::stream::select_all(subs.iter_mut());
             loop {
                 let msg = tokio::select! {
                     _ = shutdown.cancelled() => break,
-                    m = sub.next() => match m { Some(m) => m, None => break },
+                    m = both.next() => match m { Some(m) => m, None => break },
                 };
-                let routes = routes.clone();
+                let served = served.clone();
                 let client = client.clone();
-                let service = service.clone();
-                inner.spawn(async move { answer(&client, &service, &routes, msg).await });
+                inner.spawn(async move { answer(&client, &served, msg).await });
             }
+            drop(both);
             // Confirmed, so other clients see "no responders" once the drain is over.
-            let _ = sub.unsubscribe().await;
+            for mut sub in subs {
+                let _ = sub.unsubscribe().await;
+            }
             round_trip(&client, ROUND_TRIP_TIMEOUT).await;
         });
         Ok(())
@@ -214,38 +287,50 @@ fn health(
     })
 }
 
-async fn answer(
-    client: &Client,
-    service: &str,
-    routes: &HashMap<String, Handler>,
-    msg: async_nats::Message,
-) {
+async fn answer(client: &Client, served: &Served, msg: async_nats::Message) {
     let Some(reply_to) = msg.reply.clone() else {
         tracing::debug!(subject = %msg.subject, "API message without a reply subject ignored");
         return;
     };
-    let op = msg
+    let service = served.service.as_str();
+    let rest = msg
         .subject
-        .rsplit('.')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    let span = tracing::info_span!("api", otel.kind = "server", service, operation = %op);
+        .strip_prefix(served.base.as_str())
+        .unwrap_or_default();
+    let addressed = super::identity::parse(rest);
+    let op = match &addressed {
+        Ok(a) => a.op.clone(),
+        Err(_) => rest.split('.').next().unwrap_or_default().to_string(),
+    };
+    let caller = match &addressed {
+        Ok(a) => a.identity.clone().unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    let span = tracing::info_span!("api", otel.kind = "server", service, operation = %op, caller = %caller);
     trace::set_remote_parent(&span, msg.headers.as_ref());
     let result = async {
-        let Some(handler) = routes.get(&op) else {
+        let addressed = addressed?;
+        let Some(route) = served.routes.get(&op) else {
             return Err(ApiError::new(
                 CODE_UNKNOWN_OPERATION,
                 format!("service `{service}` has no operation `{op}`"),
             ));
         };
-        let body = if msg.payload.iter().all(u8::is_ascii_whitespace) {
+        let mut body = if msg.payload.iter().all(u8::is_ascii_whitespace) {
             Value::Null
         } else {
             serde_json::from_slice(&msg.payload)
                 .map_err(|e| ApiError::bad_request(format!("request body is not JSON: {e}")))?
         };
-        match AssertUnwindSafe(handler(body)).catch_unwind().await {
+        super::identity::apply(
+            &mut body,
+            route.mutates,
+            route.actor_field,
+            addressed.identity.as_deref(),
+            served.require_identity,
+        )
+        .map_err(|e| ApiError::new(e.code, format!("`{service}.{op}`: {}", e.message)))?;
+        match AssertUnwindSafe((route.handler)(body)).catch_unwind().await {
             Ok(r) => r,
             Err(_) => Err(ApiError::internal(format!("operation `{op}` panicked"))),
         }
@@ -306,6 +391,18 @@ pub async fn api_request(
     timeout: Duration,
 ) -> Result<Value, ApiError> {
     let subject = subjects.api(service, operation);
+    api_request_on(client, subject, service, body, timeout).await
+}
+
+/// [`api_request`] on a subject of `service` given whole, e.g. a mutating
+/// operation's `….<op>.as.<identity>` ([`super::identity::subject_as`]).
+pub async fn api_request_on(
+    client: &Client,
+    subject: String,
+    service: &str,
+    body: &Value,
+    timeout: Duration,
+) -> Result<Value, ApiError> {
     let payload = serde_json::to_vec(body)
         .map_err(|e| ApiError::bad_request(format!("request not serialisable: {e}")))?;
     let request = Request::new()

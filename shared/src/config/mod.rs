@@ -19,6 +19,7 @@ mod layers;
 mod nats;
 mod redis;
 mod responses;
+mod security;
 mod telemetry;
 mod worker;
 
@@ -34,6 +35,7 @@ pub use layers::{CommonArgs, ConfigLoader};
 pub use nats::NatsConfig;
 pub use redis::RedisConfig;
 pub use responses::ResponseTimeouts;
+pub use security::SecurityConfig;
 pub use telemetry::{LogFormat, TelemetryConfig};
 pub use worker::WorkerConfig;
 
@@ -62,6 +64,8 @@ pub struct Config {
     pub facilitator: FacilitatorConfig,
     /// The correlator's settings.
     pub correlator: CorrelatorConfig,
+    /// How the API treats its callers' identity.
+    pub security: SecurityConfig,
 }
 
 impl Default for Config {
@@ -77,6 +81,7 @@ impl Default for Config {
             worker: WorkerConfig::default(),
             facilitator: FacilitatorConfig::default(),
             correlator: CorrelatorConfig::default(),
+            security: SecurityConfig::default(),
         }
     }
 }
@@ -90,6 +95,7 @@ pub(crate) const SECTIONS: &[&str] = &[
     "worker",
     "facilitator",
     "correlator",
+    "security",
 ];
 
 impl Config {

@@ -36,6 +36,7 @@ impl Operation for Pause {
     const SERVICE: &'static str = super::SERVICE;
     const NAME: &'static str = "pause";
     const MUTATES: bool = true;
+    const ACTOR_FIELD: Option<&'static str> = Some("trigger_source");
     const SUMMARY: &'static str = "pause one workflow";
     const ERRORS: &'static [&'static str] = &[
         CODE_NOT_FOUND,

@@ -155,6 +155,7 @@ impl Operation for Decide {
     const SERVICE: &'static str = SERVICE;
     const NAME: &'static str = "decide";
     const MUTATES: bool = true;
+    const ACTOR_FIELD: Option<&'static str> = Some("expert");
     const SUMMARY: &'static str = "an expert's level-3 decision (see DEBATES.md)";
     const ERRORS: &'static [&'static str] = TRANSITION_ERRORS;
     type Request = DecideRequest;

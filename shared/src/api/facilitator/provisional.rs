@@ -102,6 +102,7 @@ impl Operation for GateReview {
     const SERVICE: &'static str = SERVICE;
     const NAME: &'static str = "gate_review";
     const MUTATES: bool = true;
+    const ACTOR_FIELD: Option<&'static str> = Some("reviewer");
     const SUMMARY: &'static str = "confirm / override / re-debate a provisional decision";
     const ERRORS: &'static [&'static str] = TRANSITION_ERRORS;
     type Request = GateReviewRequest;

@@ -141,6 +141,7 @@ impl Operation for GateDecide {
     const SERVICE: &'static str = super::SERVICE;
     const NAME: &'static str = "gate_decide";
     const MUTATES: bool = true;
+    const ACTOR_FIELD: Option<&'static str> = Some("reviewer");
     const SUMMARY: &'static str = "approve / reject / send back at a gate";
     const ERRORS: &'static [&'static str] = &[
         CODE_NOT_FOUND,
@@ -190,6 +191,7 @@ impl Operation for GateReview {
     const SERVICE: &'static str = super::SERVICE;
     const NAME: &'static str = "gate_review";
     const MUTATES: bool = true;
+    const ACTOR_FIELD: Option<&'static str> = Some("reviewer");
     const SUMMARY: &'static str = "confirm / override / re-debate a provisional decision of a workflow; an override re-runs the affected tasks";
     const ERRORS: &'static [&'static str] = &[
         CODE_NOT_FOUND,
@@ -247,6 +249,7 @@ impl Operation for Rerun {
     const SERVICE: &'static str = super::SERVICE;
     const NAME: &'static str = "rerun";
     const MUTATES: bool = true;
+    const ACTOR_FIELD: Option<&'static str> = Some("requested_by");
     const SUMMARY: &'static str = "run tasks of a workflow again (serial or parallel groups)";
     const ERRORS: &'static [&'static str] = &[
         CODE_NOT_FOUND,
