@@ -10,6 +10,17 @@ use caucus_shared::nats::{connect, ApiError};
 use caucus_shared::subjects::Subjects;
 use caucus_shared::Config;
 
+/// The variable naming the person the CLI acts as (written into each
+/// person's env file by `caucus auth init --operator NAME`).
+pub const IDENTITY_VAR: &str = "CAUCUS_IDENTITY";
+
+/// The identity a `CAUCUS_IDENTITY` value names: none when unset or blank.
+fn identity(value: Option<String>) -> Option<String> {
+    value
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
 /// Connection to the control API.
 #[derive(Clone)]
 pub struct Client {
@@ -17,16 +28,20 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to NATS as configured.
+    /// Connects to NATS as configured. Mutating calls are made as
+    /// `$CAUCUS_IDENTITY` when it is set (docs/SECURITY.md, "Who decided").
     pub async fn connect(config: &Config) -> anyhow::Result<Client> {
         let nats = connect(&config.nats, "caucus-cli").await?;
-        Ok(Client {
-            api: ApiClient::new(
-                nats,
-                Subjects::new(config.subject_prefix.clone()),
-                config.nats.request_timeout,
-            ),
-        })
+        let api = ApiClient::new(
+            nats,
+            Subjects::new(config.subject_prefix.clone()),
+            config.nats.request_timeout,
+        );
+        let api = match identity(std::env::var(IDENTITY_VAR).ok()) {
+            Some(name) => api.with_identity(name),
+            None => api,
+        };
+        Ok(Client { api })
     }
 
     /// The typed client underneath.
@@ -95,5 +110,17 @@ impl Client {
     /// The raw NATS client.
     pub fn nats(&self) -> &async_nats::Client {
         self.api.nats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::identity;
+
+    #[test]
+    fn a_blank_identity_is_none() {
+        assert_eq!(identity(None), None);
+        assert_eq!(identity(Some("  ".into())), None);
+        assert_eq!(identity(Some(" alice ".into())), Some("alice".into()));
     }
 }
