@@ -51,6 +51,28 @@ pub fn load_config(common: &CommonArgs) -> anyhow::Result<Config> {
     Ok(config)
 }
 
+/// The `CAUCUS_*` variables of another role's env file, from the first auth
+/// directory (in [`load_config`]'s order) that has `<role>.env`; empty when
+/// none has (authentication off). For a process the CLI starts as that role:
+/// `caucus demo`'s extra valuation worker runs as `worker`, not as the
+/// operator whose credentials the CLI holds.
+pub fn role_env(role: &str) -> anyhow::Result<Vec<(String, String)>> {
+    role_env_in(candidates(), role)
+}
+
+/// [`role_env`] beside the operator files `candidates` (tests pass their own).
+fn role_env_in(candidates: Vec<PathBuf>, role: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let name = format!("{role}.env");
+    let found = candidates
+        .into_iter()
+        .filter_map(|f| f.parent().map(|d| d.join(&name)))
+        .find(|f| f.is_file());
+    match found {
+        Some(file) => read_env_file(&file),
+        None => Ok(Vec::new()),
+    }
+}
+
 /// Whether any way of authenticating to NATS is configured.
 fn has_nats_credentials(nats: &NatsConfig) -> bool {
     nats.user.is_some()
@@ -86,6 +108,22 @@ fn candidate_files(
 
 /// `config` with the NATS credentials of the env file `file`.
 fn apply_file(mut config: Config, file: &Path) -> anyhow::Result<Config> {
+    // Typed by the services' own env mapping (CAUCUS_NATS_USER → nats.user).
+    let found = ConfigLoader::new()
+        .env(read_env_file(file)?)
+        .load()
+        .with_context(|| format!("{}: invalid credentials file", file.display()))?;
+    let from = found.nats;
+    config.nats.user = from.user;
+    config.nats.password = from.password;
+    config.nats.token = from.token;
+    config.nats.nkey_seed = from.nkey_seed;
+    config.nats.credentials_file = from.credentials_file;
+    Ok(config)
+}
+
+/// The `CAUCUS_*` pairs of the env file `file` (bounded, see [`parse_env`]).
+fn read_env_file(file: &Path) -> anyhow::Result<Vec<(String, String)>> {
     warn_if_readable_by_others(file);
     let size = std::fs::metadata(file)
         .with_context(|| format!("cannot read {}", file.display()))?
@@ -97,18 +135,7 @@ fn apply_file(mut config: Config, file: &Path) -> anyhow::Result<Config> {
     );
     let text =
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-    // Typed by the services' own env mapping (CAUCUS_NATS_USER → nats.user).
-    let found = ConfigLoader::new()
-        .env(parse_env(&text))
-        .load()
-        .with_context(|| format!("{}: invalid credentials file", file.display()))?;
-    let from = found.nats;
-    config.nats.user = from.user;
-    config.nats.password = from.password;
-    config.nats.token = from.token;
-    config.nats.nkey_seed = from.nkey_seed;
-    config.nats.credentials_file = from.credentials_file;
-    Ok(config)
+    Ok(parse_env(&text))
 }
 
 /// The `CAUCUS_*` pairs of an env file: `KEY=VALUE` lines, an optional
@@ -246,6 +273,20 @@ mod tests {
         assert_eq!(c.nats.password.as_deref(), Some("s3cret"));
         // Only credentials come from the file: the URL stays the configured one.
         assert_eq!(c.nats.url, "nats://here:4222");
+    }
+
+    #[test]
+    fn another_roles_file_comes_from_the_first_directory_that_has_it() {
+        let a = Scratch::new("role-a");
+        let b = Scratch::new("role-b");
+        write(&a.0, "CAUCUS_NATS_USER=operator\n");
+        std::fs::write(b.0.join("worker.env"), "CAUCUS_NATS_USER=worker\n").unwrap();
+        let files = vec![a.0.join(OPERATOR_FILE), b.0.join(OPERATOR_FILE)];
+        assert_eq!(
+            role_env_in(files.clone(), "worker").unwrap(),
+            vec![("CAUCUS_NATS_USER".to_string(), "worker".to_string())]
+        );
+        assert!(role_env_in(files, "admin").unwrap().is_empty());
     }
 
     #[test]

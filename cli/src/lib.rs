@@ -24,6 +24,7 @@ use clap::{Parser, Subcommand};
 use caucus_shared::config::CommonArgs;
 
 pub use client::Client;
+pub use credentials::role_env;
 pub use stack::load_stack_env;
 
 /// caucus: coordinate teams of analysis agents over NATS JetStream.
