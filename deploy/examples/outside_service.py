@@ -12,6 +12,8 @@
 The finding reaches valuation's next task for AAPL: start one with
 `caucus submit AAPL` once it is published. pip install nats-py;
 CAUCUS_NATS_URL=nats://127.0.0.1:4222 python3 outside_service.py
+NATS credentials come from the variables of a role's env file (CAUCUS_NATS_USER
+and CAUCUS_NATS_PASSWORD, or CAUCUS_NATS_TOKEN, or CAUCUS_NATS_CREDENTIALS_FILE).
 """
 import asyncio
 import json
@@ -26,6 +28,15 @@ PREFIX = os.environ.get("CAUCUS_SUBJECT_PREFIX", "caucus")
 ME = "financial_analyst"  # our from_agent: answers come to caucus.msg.<ME>
 ITEM = "AAPL"
 WAIT = float(os.environ.get("WAIT_SECONDS", "600"))
+
+
+def credentials() -> dict:
+    """nats.connect's credentials from the environment (none: an open server)."""
+    env = os.environ.get
+    kw = {"user": env("CAUCUS_NATS_USER"), "password": env("CAUCUS_NATS_PASSWORD"),
+          "token": env("CAUCUS_NATS_TOKEN"),
+          "user_credentials": env("CAUCUS_NATS_CREDENTIALS_FILE")}
+    return {k: v for k, v in kw.items() if v}
 
 
 def encode_token(raw: str) -> str:
@@ -80,7 +91,7 @@ class Seen:
 
 
 async def main() -> None:
-    nc = await nats.connect(NATS_URL)
+    nc = await nats.connect(NATS_URL, **credentials())
     js = nc.jetstream()
     seen = Seen()
     # Core subscriptions see what JetStream stores on these subjects too.
