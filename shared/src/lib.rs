@@ -8,10 +8,12 @@
 //! - [`subjects`]: subject builders and token encoding.
 //! - [`nats`]: connecting, stream/consumer/KV topology, the DLQ, trace headers.
 //! - [`redis`]: capacity semaphores, locks and bounded counters as Lua scripts.
+//! - [`scrub`]: taking credentials out of error texts before they are stored.
 //! - [`config`], [`telemetry`], [`clock`], [`service`]: the process scaffolding
 //!   every binary shares.
 
 pub mod api;
+pub mod auth;
 pub mod clock;
 pub mod config;
 pub mod envelope;
@@ -23,6 +25,7 @@ pub mod nats;
 pub mod outputs;
 pub mod pipeline;
 pub mod redis;
+pub mod scrub;
 pub mod service;
 pub mod subjects;
 pub mod task;
