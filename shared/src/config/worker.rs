@@ -8,6 +8,12 @@ use serde::{Deserialize, Serialize};
 /// Default of [`WorkerConfig::max_output_bytes`]: 256 KiB.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 256 * 1024;
 
+/// Default of [`WorkerConfig::exec_max_output_bytes`]: 1 MiB.
+pub const DEFAULT_EXEC_MAX_OUTPUT_BYTES: usize = 1024 * 1024;
+
+/// Default of [`WorkerConfig::exec_max_stderr_bytes`]: 64 KiB.
+pub const DEFAULT_EXEC_MAX_STDERR_BYTES: usize = 64 * 1024;
+
 /// Worker settings.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -65,6 +71,20 @@ pub struct WorkerConfig {
     /// would not fit the workflow record or the message size limits, and
     /// running the task again would produce it again.
     pub max_output_bytes: usize,
+    /// Variables of the worker's environment an `exec:` agent also receives
+    /// (`CAUCUS_WORKER_EXEC_ENV_PASSTHROUGH=A,B`). An agent starts with an
+    /// empty environment plus PATH, HOME, LANG and TZ (when the worker has
+    /// them), TRACEPARENT (the task's trace) and these: never the worker's
+    /// own credentials unless listed here.
+    pub exec_env_passthrough: Vec<String>,
+    /// Most bytes of an `exec:` agent's stdout the worker reads
+    /// (`CAUCUS_WORKER_EXEC_MAX_OUTPUT_BYTES`); past it the command is
+    /// killed and the task fails permanently (`output_too_large`).
+    pub exec_max_output_bytes: usize,
+    /// Bytes of an `exec:` agent's stderr kept (the last ones), for the
+    /// worker's log and, shortened, the task's error message
+    /// (`CAUCUS_WORKER_EXEC_MAX_STDERR_BYTES`).
+    pub exec_max_stderr_bytes: usize,
 }
 
 impl Default for WorkerConfig {
@@ -86,6 +106,9 @@ impl Default for WorkerConfig {
             debate_evidence_wait: Duration::from_secs(3600),
             sync_lock_wait: Duration::from_secs(15),
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            exec_env_passthrough: Vec::new(),
+            exec_max_output_bytes: DEFAULT_EXEC_MAX_OUTPUT_BYTES,
+            exec_max_stderr_bytes: DEFAULT_EXEC_MAX_STDERR_BYTES,
         }
     }
 }
@@ -112,5 +135,33 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("worker.max_output_bytes must be > 0"), "{e}");
+    }
+
+    #[test]
+    fn exec_settings_default_and_follow_the_env() {
+        let c = ConfigLoader::new().load().unwrap();
+        assert!(c.worker.exec_env_passthrough.is_empty());
+        assert_eq!(c.worker.exec_max_output_bytes, 1_048_576);
+        assert_eq!(c.worker.exec_max_stderr_bytes, 65_536);
+        let c = ConfigLoader::new()
+            .env(vec![
+                (
+                    "CAUCUS_WORKER_EXEC_ENV_PASSTHROUGH".to_string(),
+                    "HTTPS_PROXY, MY_API_KEY".to_string(),
+                ),
+                (
+                    "CAUCUS_WORKER_EXEC_MAX_OUTPUT_BYTES".to_string(),
+                    "2000".to_string(),
+                ),
+                (
+                    "CAUCUS_WORKER_EXEC_MAX_STDERR_BYTES".to_string(),
+                    "300".to_string(),
+                ),
+            ])
+            .load()
+            .unwrap();
+        assert_eq!(c.worker.exec_env_passthrough, ["HTTPS_PROXY", "MY_API_KEY"]);
+        assert_eq!(c.worker.exec_max_output_bytes, 2000);
+        assert_eq!(c.worker.exec_max_stderr_bytes, 300);
     }
 }
