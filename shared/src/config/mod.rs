@@ -19,6 +19,7 @@ mod layers;
 mod nats;
 mod redis;
 mod responses;
+mod secret;
 mod security;
 mod telemetry;
 mod worker;
@@ -35,6 +36,7 @@ pub use layers::{CommonArgs, ConfigLoader};
 pub use nats::NatsConfig;
 pub use redis::RedisConfig;
 pub use responses::ResponseTimeouts;
+pub use secret::{redact_url, redact_urls, Secret, REDACTED};
 pub use security::SecurityConfig;
 pub use telemetry::{LogFormat, TelemetryConfig};
 pub use worker::WorkerConfig;
@@ -99,9 +101,17 @@ pub(crate) const SECTIONS: &[&str] = &[
 ];
 
 impl Config {
-    /// The effective configuration as TOML (what `--dump-config` prints).
+    /// The effective configuration as TOML (what `--dump-config` prints),
+    /// secrets shown as `"***"`: every key named like a secret (see
+    /// [`secret::is_secret_key`]) and the password of every URL.
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render config: {e}\n"))
+        let rendered = toml::Value::try_from(self).map(|mut v| {
+            redact(&mut v, None);
+            v
+        });
+        rendered
+            .and_then(|v| toml::to_string_pretty(&v))
+            .unwrap_or_else(|e| format!("# cannot render config: {e}\n"))
     }
 
     /// Checks cross-field rules that serde cannot.
@@ -142,5 +152,20 @@ impl Config {
             ));
         }
         Ok(())
+    }
+}
+
+/// Replaces secrets in a rendered configuration: the value of a secret key
+/// (`key` is the name `v` is stored under) becomes `"***"`, a URL keeps all
+/// but its password.
+fn redact(v: &mut toml::Value, key: Option<&str>) {
+    match v {
+        toml::Value::String(s) if key.is_some_and(secret::is_secret_key) => {
+            *s = REDACTED.to_string();
+        }
+        toml::Value::String(s) if s.contains("://") => *s = redact_urls(s),
+        toml::Value::Array(items) => items.iter_mut().for_each(|i| redact(i, key)),
+        toml::Value::Table(t) => t.iter_mut().for_each(|(k, i)| redact(i, Some(k))),
+        _ => {}
     }
 }

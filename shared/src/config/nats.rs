@@ -1,29 +1,34 @@
 //! `[nats]`: how to reach NATS.
 
+use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::secret::{redact_urls, Secret};
+
 /// NATS connection settings.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct NatsConfig {
     /// Server URL(s), comma separated (`CAUCUS_NATS_URL`).
     pub url: String,
     /// A `.creds` file (JWT + nkey seed).
     pub credentials_file: Option<PathBuf>,
-    /// An nkey seed (`SU…`) for nkey auth.
-    pub nkey_seed: Option<String>,
-    /// Token auth.
-    pub token: Option<String>,
-    /// User for user/password auth.
+    /// An nkey seed (`SU…`) for nkey auth (never printed).
+    pub nkey_seed: Option<Secret>,
+    /// Token auth (never printed).
+    pub token: Option<Secret>,
+    /// User for user/password auth (`CAUCUS_NATS_USER`).
     pub user: Option<String>,
-    /// Password for user/password auth.
-    pub password: Option<String>,
+    /// Password for user/password auth (`CAUCUS_NATS_PASSWORD`; never
+    /// printed: `--dump-config` and `Debug` show `***`).
+    pub password: Option<Secret>,
     /// Require TLS.
     pub tls_required: bool,
-    /// CA bundle to verify the server.
+    /// PEM CA bundle that verifies the server (a private CA), in addition
+    /// to the system's roots.
     pub tls_ca_file: Option<PathBuf>,
     /// Client certificate (mutual TLS).
     pub tls_cert_file: Option<PathBuf>,
@@ -76,5 +81,31 @@ impl Default for NatsConfig {
             stream_max_bytes: -1,
             dlq_max_age: Duration::from_secs(7 * 24 * 3600),
         }
+    }
+}
+
+// By hand so the URLs' passwords are not shown (secrets redact themselves).
+impl fmt::Debug for NatsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NatsConfig")
+            .field("url", &redact_urls(&self.url))
+            .field("credentials_file", &self.credentials_file)
+            .field("nkey_seed", &self.nkey_seed)
+            .field("token", &self.token)
+            .field("user", &self.user)
+            .field("password", &self.password)
+            .field("tls_required", &self.tls_required)
+            .field("tls_ca_file", &self.tls_ca_file)
+            .field("tls_cert_file", &self.tls_cert_file)
+            .field("tls_key_file", &self.tls_key_file)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("connect_attempts", &self.connect_attempts)
+            .field("connect_backoff_max", &self.connect_backoff_max)
+            .field("replicas", &self.replicas)
+            .field("request_timeout", &self.request_timeout)
+            .field("stream_max_age", &self.stream_max_age)
+            .field("stream_max_bytes", &self.stream_max_bytes)
+            .field("dlq_max_age", &self.dlq_max_age)
+            .finish()
     }
 }

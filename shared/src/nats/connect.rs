@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use async_nats::{ConnectErrorKind, ConnectOptions, Event};
 use backon::Retryable;
 
-use crate::config::NatsConfig;
-use crate::redis::{redact_url, startup_backoff};
+use crate::config::{redact_urls, NatsConfig};
+use crate::redis::startup_backoff;
 use crate::Error;
 
 /// Connects with the configured credentials, retrying with exponential
@@ -107,10 +107,7 @@ fn server_list(url: &str) -> Result<Vec<String>, Error> {
 
 /// Every URL of a comma-separated list with credentials removed.
 pub fn redacted_urls(url: &str) -> String {
-    url.split(',')
-        .map(|u| redact_url(u.trim()))
-        .collect::<Vec<_>>()
-        .join(",")
+    redact_urls(url)
 }
 
 async fn options(cfg: &NatsConfig, name: &str, shown: &str) -> Result<ConnectOptions, Error> {
@@ -121,13 +118,13 @@ async fn options(cfg: &NatsConfig, name: &str, shown: &str) -> Result<ConnectOpt
         None => ConnectOptions::new(),
     };
     if let Some(seed) = &cfg.nkey_seed {
-        o = o.nkey(seed.clone());
+        o = o.nkey(seed.expose().to_string());
     }
     if let Some(token) = &cfg.token {
-        o = o.token(token.clone());
+        o = o.token(token.expose().to_string());
     }
     match (&cfg.user, &cfg.password) {
-        (Some(u), Some(p)) => o = o.user_and_password(u.clone(), p.clone()),
+        (Some(u), Some(p)) => o = o.user_and_password(u.clone(), p.expose().to_string()),
         (Some(_), None) | (None, Some(_)) => {
             return Err(Error::Config(
                 "nats.user and nats.password must be set together".into(),
