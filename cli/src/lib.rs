@@ -2,12 +2,14 @@
 //! API (`caucus.api.<service>.<operation>`), so it needs only NATS.
 
 mod audit;
+mod auth;
 mod broadcast;
 mod client;
 mod credentials;
 mod debates;
 mod demo;
 mod gate;
+mod init;
 mod level_review;
 mod pause;
 mod plan;
@@ -209,6 +211,13 @@ pub enum Command {
     /// Publish a macro broadcast (regime change, rate move) to every agent
     /// on `caucus.msg.all`.
     Broadcast(broadcast::BroadcastArgs),
+    /// Create or update every stream, bucket and durable consumer the
+    /// services bind to (what the coordinator does at start), then exit;
+    /// needs the admin NATS user.
+    Init(init::InitArgs),
+    /// Credentials for every role (docs/SECURITY.md).
+    #[command(subcommand)]
+    Auth(auth::AuthCommand),
     /// Start the local stack (scripts/stack up).
     Up,
     /// Stop the local stack (scripts/stack down).
@@ -220,6 +229,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match &cli.command {
         Command::Up => return stack::script("up"),
         Command::Down => return stack::script("down"),
+        Command::Auth(cmd) => return auth::run(cmd),
+        Command::Init(args) => return init::run(&cli.common, args, cli.json).await,
         _ => {}
     }
     let config = credentials::load_config(&cli.common)?;
@@ -315,6 +326,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             let subjects = caucus_shared::subjects::Subjects::new(config.subject_prefix.clone());
             broadcast::run(&client, &subjects, &args, cli.json).await
         }
-        Command::Up | Command::Down => unreachable!("handled above"),
+        Command::Up | Command::Down | Command::Init(_) | Command::Auth(_) => unreachable!("handled above"),
     }
 }

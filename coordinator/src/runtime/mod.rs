@@ -27,6 +27,7 @@ pub mod scheduler;
 pub mod store;
 pub mod submissions;
 pub mod term_tasks;
+pub mod topology;
 pub mod undeliverable;
 pub mod views;
 pub mod workers_api;
@@ -139,6 +140,13 @@ async fn open_kv(
 pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), CoordinatorError> {
     let cfg = &deps.config.coordinator;
     cfg.validate()?;
+    // The buckets and consumers the restricted services bind to (the
+    // streams were created by `Service::start`).
+    let known = topology::administer(&deps)
+        .await
+        .map_err(CoordinatorError::Consumer)?;
+    deps.tasks
+        .spawn_named("topology", topology::watch(deps.clone(), known));
     // Set up concurrently: the API answers `standby` until this is done.
     let (store, checkpoints_kv, batches_kv, research_kv) = tokio::try_join!(
         open_store(&deps),

@@ -9,50 +9,35 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
+use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::{self, Message};
-use backon::{ConstantBuilder, Retryable};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use caucus_shared::clock::SharedClock;
+use caucus_shared::nats::bind::{self, BindBudget};
+use caucus_shared::nats::consumers;
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
-use caucus_shared::subjects::{StreamKind, Subjects};
+use caucus_shared::subjects::Subjects;
 
 use crate::processor::{ProcessError, Processor};
 use crate::wire;
 
 /// Durable name of the correlator's consumer.
-pub const CONSUMER: &str = "correlator";
+pub const CONSUMER: &str = consumers::CORRELATOR;
 
-/// Creates (or confirms) the durable consumer. New deployments start at
-/// the stream's end: history is the replay's job, bounded by the window.
+/// Binds the durable consumer, which the coordinator or `caucus init`
+/// creates (see [`consumers::correlator`]: new deployments start at the
+/// stream's end, history is the replay's job, bounded by the window).
+/// Waits for it within the default [`BindBudget`].
 pub async fn ensure_consumer(
     js: &jetstream::Context,
     subjects: &Subjects,
     ack_wait: Duration,
     fetch_batch: usize,
 ) -> Result<PullConsumer, caucus_shared::Error> {
-    let stream = subjects.stream(StreamKind::Failures);
-    let cfg = pull::Config {
-        durable_name: Some(CONSUMER.into()),
-        description: Some("failure events for the correlator".into()),
-        filter_subject: subjects.failures_all(),
-        ack_policy: AckPolicy::All,
-        deliver_policy: DeliverPolicy::New,
-        ack_wait,
-        max_ack_pending: (fetch_batch * 32).clamp(1024, 1_000_000) as i64,
-        ..Default::default()
-    };
-    // Five quick tries: a standby taking over may race the old leader's
-    // update of the same consumer.
-    let tries = ConstantBuilder::default()
-        .with_delay(Duration::ZERO)
-        .with_max_times(4);
-    (|| js.create_consumer_on_stream(cfg.clone(), &stream))
-        .retry(tries)
-        .await
-        .map_err(|e| caucus_shared::Error::consumer(CONSUMER, &stream, e))
+    let spec = consumers::correlator(subjects, ack_wait, fetch_batch);
+    bind::consumer(js, &spec, BindBudget::default()).await
 }
 
 /// What the loop needs besides the processor.

@@ -8,11 +8,12 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
+use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::{self, AckKind};
 use caucus_shared::envelope::{Envelope, MessageType};
+use caucus_shared::nats::bind::{self, BindBudget};
+use caucus_shared::nats::consumers;
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
-use caucus_shared::subjects::StreamKind;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -20,52 +21,27 @@ use super::engine::Facilitator;
 use super::error::ServiceError;
 
 /// Debate events the facilitator consumes (it publishes the others).
-pub const CONSUMED_EVENTS: [&str; 4] = ["challenge", "ack", "evidence", "verdict"];
+pub const CONSUMED_EVENTS: [&str; 4] = consumers::FACILITATOR_EVENTS;
 
 /// Delay before a message that hit an infrastructure failure comes back.
 const RETRY_DELAY: Duration = Duration::from_secs(1);
 
-/// Creates (or updates) the two durable consumers.
+/// Binds the two durable consumers (`facilitator` on DEBATES,
+/// `facilitator-msg` on MESSAGES), which the coordinator or `caucus init`
+/// creates (see [`consumers::facilitator_debates`]); waits for them within
+/// the default [`BindBudget`].
 pub async fn ensure_consumers(
     js: &jetstream::Context,
     fac: &Facilitator,
     ack_wait: Duration,
 ) -> Result<Vec<PullConsumer>, caucus_shared::Error> {
     let s = &fac.subjects;
-    let debates = pull::Config {
-        durable_name: Some("facilitator".into()),
-        description: Some("debate messages for the facilitator".into()),
-        filter_subjects: CONSUMED_EVENTS
-            .iter()
-            .map(|e| format!("{}.debates.*.{e}", s.prefix()))
-            .collect(),
-        ack_policy: AckPolicy::Explicit,
-        deliver_policy: DeliverPolicy::All,
-        ack_wait,
-        ..Default::default()
-    };
-    let msgs = pull::Config {
-        durable_name: Some("facilitator-msg".into()),
-        description: Some("messages addressed to the facilitator".into()),
-        filter_subject: s.msg(&fac.name),
-        ack_policy: AckPolicy::Explicit,
-        deliver_policy: DeliverPolicy::All,
-        ack_wait,
-        ..Default::default()
-    };
     let mut out = Vec::new();
-    for (cfg, stream) in [
-        (debates, s.stream(StreamKind::Debates)),
-        (msgs, s.stream(StreamKind::Messages)),
+    for spec in [
+        consumers::facilitator_debates(s, ack_wait),
+        consumers::facilitator_messages(s, ack_wait),
     ] {
-        let name = cfg.durable_name.clone().unwrap_or_default();
-        out.push(
-            js.create_consumer_on_stream(cfg, &stream)
-                .await
-                .map_err(|e| {
-                    caucus_shared::Error::nats(format!("consumer {name} on {stream}: {e}"))
-                })?,
-        );
+        out.push(bind::consumer(js, &spec, BindBudget::default()).await?);
     }
     Ok(out)
 }

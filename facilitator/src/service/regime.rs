@@ -10,7 +10,7 @@ use std::ops::ControlFlow;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
+use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::{self, kv, AckKind};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -18,15 +18,17 @@ use tokio_util::sync::CancellationToken;
 
 use caucus_shared::envelope::Envelope;
 use caucus_shared::messages::MacroEvent;
+use caucus_shared::nats::bind::{self, BindBudget};
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
-use caucus_shared::subjects::{StreamKind, Subjects};
+use caucus_shared::nats::{buckets, consumers};
+use caucus_shared::subjects::Subjects;
 
 /// KV bucket of facilitator state (`<prefix>_facilitator`).
-pub const STATE_BUCKET: &str = "facilitator";
+pub const STATE_BUCKET: &str = buckets::FACILITATOR_STATE;
 /// Key of the current regime.
 pub const REGIME_KEY: &str = "regime.current";
 /// Durable name of the broadcast consumer.
-pub const BROADCAST_CONSUMER: &str = "facilitator-broadcasts";
+pub const BROADCAST_CONSUMER: &str = consumers::FACILITATOR_BROADCASTS;
 
 /// The stored regime.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -131,28 +133,16 @@ pub fn regime_of(env: &Envelope) -> Option<RegimeRecord> {
     })
 }
 
-/// Creates (or updates) the broadcast consumer. Every broadcast from the
-/// stream's start is applied in order, so the last one wins.
+/// Binds the broadcast consumer, which the coordinator or `caucus init`
+/// creates (see [`consumers::facilitator_broadcasts`]). Every broadcast
+/// from the stream's start is applied in order, so the last one wins.
 pub async fn ensure_consumer(
     js: &jetstream::Context,
     subjects: &Subjects,
     ack_wait: Duration,
 ) -> Result<PullConsumer, caucus_shared::Error> {
-    let stream = subjects.stream(StreamKind::Messages);
-    let cfg = pull::Config {
-        durable_name: Some(BROADCAST_CONSUMER.into()),
-        description: Some("macro broadcasts: the facilitator's current regime".into()),
-        filter_subject: subjects.msg_all(),
-        ack_policy: AckPolicy::Explicit,
-        deliver_policy: DeliverPolicy::All,
-        ack_wait,
-        ..Default::default()
-    };
-    js.create_consumer_on_stream(cfg, &stream)
-        .await
-        .map_err(|e| {
-            caucus_shared::Error::nats(format!("consumer {BROADCAST_CONSUMER} on {stream}: {e}"))
-        })
+    let spec = consumers::facilitator_broadcasts(subjects, ack_wait);
+    bind::consumer(js, &spec, BindBudget::default()).await
 }
 
 /// Applies broadcasts until `shutdown`.

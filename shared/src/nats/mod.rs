@@ -1,10 +1,15 @@
 //! NATS plumbing: connecting, stream/consumer/KV topology, the dead-letter
 //! queue, the request/reply control API and trace headers.
 
+pub mod admin;
 pub mod api;
+pub mod bind;
+pub mod buckets;
 pub(crate) mod connect;
 pub mod consume;
+pub mod consumers;
 pub mod dlq;
+pub mod role;
 pub mod stored;
 pub mod topology;
 pub mod trace;

@@ -1,4 +1,6 @@
-//! Streams, KV buckets and the task consumers, created or updated at start-up.
+//! Streams, KV buckets and the task consumers, created or updated by the
+//! coordinator at start-up and by `caucus init` (see [`super::admin`]; the
+//! other services bind, see [`super::bind`]).
 //!
 //! Every function is idempotent and safe to run from many processes at once:
 //! each tries an update first, creates on "not found", and when it loses a
@@ -6,13 +8,13 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
+use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::context::{CreateStreamErrorKind, UpdateKeyValueErrorKind};
 use async_nats::jetstream::stream::{self, DiscardPolicy, RetentionPolicy, StorageType};
 use async_nats::jetstream::ErrorCode;
 use async_nats::jetstream::{kv, Context};
 
-use crate::subjects::{encode_token, StreamKind, Subjects};
+use crate::subjects::{StreamKind, Subjects};
 use crate::{Config, Error};
 
 /// Publishes that repeat a `Nats-Msg-Id` within this window are dropped.
@@ -149,13 +151,11 @@ async fn create_or_update_kv(js: &Context, config: kv::Config) -> Result<kv::Sto
     Err(fail(&last))
 }
 
-/// Durable name of the shared consumer of one agent type.
-pub fn task_consumer_name(agent_type: &str) -> String {
-    format!("workers-{}", encode_token(agent_type))
-}
+pub use super::consumers::task_consumer_name;
 
 /// Creates or updates the durable pull consumer `workers-<agent_type>` on
-/// the TASKS stream, filtered to `caucus.tasks.<agent_type>`, explicit ack.
+/// the TASKS stream, filtered to `caucus.tasks.<agent_type>`, explicit ack
+/// (administration: see [`super::admin`]; a worker binds instead).
 pub async fn ensure_task_consumer(
     js: &Context,
     subjects: &Subjects,
@@ -163,26 +163,6 @@ pub async fn ensure_task_consumer(
     ack_wait: Duration,
     max_deliver: i64,
 ) -> Result<PullConsumer, Error> {
-    let stream = subjects.stream(StreamKind::Tasks);
-    let name = task_consumer_name(agent_type);
-    let config = pull::Config {
-        durable_name: Some(name.clone()),
-        description: Some(format!("workers of agent type {agent_type}")),
-        filter_subject: subjects.tasks(agent_type),
-        ack_policy: AckPolicy::Explicit,
-        deliver_policy: DeliverPolicy::All,
-        ack_wait,
-        max_deliver,
-        ..Default::default()
-    };
-    let mut last = String::new();
-    for _ in 0..RACE_ROUNDS {
-        // The server's create-or-update action is idempotent; two concurrent
-        // first creations can still collide, and the next round settles it.
-        match js.create_consumer_on_stream(config.clone(), &stream).await {
-            Ok(c) => return Ok(c),
-            Err(e) => last = e.to_string(),
-        }
-    }
-    Err(Error::nats(format!("consumer {name} on {stream}: {last}")))
+    let spec = super::consumers::task_consumer(subjects, agent_type, ack_wait, max_deliver);
+    super::admin::create_consumer(js, &spec).await
 }

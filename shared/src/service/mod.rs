@@ -3,7 +3,7 @@
 //! and drain on SIGTERM/SIGINT.
 //!
 //! ```text
-//! let mut svc = Service::start("coordinator", config).await?;  // NATS, Redis, streams
+//! let mut svc = Service::start("coordinator", config).await?;  // NATS, Redis, streams (or wait for them)
 //! svc.route("status", |req| async move { ... });               // extra API routes
 //! let exit = svc.run(body).await?;                              // "service ready", body, drain
 //! ```
@@ -22,6 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::{SharedClock, SystemClock};
 use crate::health::{self, Health};
+use crate::nats::bind::{self, BindBudget};
+use crate::nats::role::TopologyRole;
 use crate::nats::{self, ApiError, ApiServer, Dlq};
 use crate::redis::{self as credis, redact_url, RedisPool};
 use crate::subjects::Subjects;
@@ -120,8 +122,11 @@ impl std::fmt::Debug for Service {
 
 impl Service {
     /// Connects to NATS, then Redis (each retried per config; failure is
-    /// [`Error::Unreachable`] naming the server and URL), and creates or
-    /// updates every stream. Telemetry must already be initialised.
+    /// [`Error::Unreachable`] naming the server and URL), then, as
+    /// [`TopologyRole::of`] the service says, creates or updates every
+    /// stream (the coordinator) or waits for them to exist (worker,
+    /// facilitator, correlator: see [`bind::streams`]). Telemetry must
+    /// already be initialised.
     pub async fn start(service: &str, config: Config) -> Result<Service, Error> {
         let started = Instant::now();
         let instance_id = format!(
@@ -134,7 +139,14 @@ impl Service {
         tracing::info!(service, redis = %redact_url(&config.redis.url), "connecting to Redis");
         let redis = credis::connect(&config.redis).await?;
         let js = jetstream::new(client.clone());
-        nats::ensure_streams(&js, &subjects, &config).await?;
+        match TopologyRole::of(service) {
+            TopologyRole::Administer => nats::ensure_streams(&js, &subjects, &config).await?,
+            // Its NATS user may not create streams: wait for the
+            // coordinator (or `caucus init`) to.
+            TopologyRole::Bind => {
+                bind::streams(&js, &subjects, BindBudget::from_config(&config.nats)).await?
+            }
+        }
         let health = Health::new();
         let tasks = Tasks::new(health.clone());
         let api = ApiServer::new(client.clone(), subjects.clone(), service)

@@ -22,9 +22,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
-use async_nats::jetstream::{self, AckKind};
-use backon::{ConstantBuilder, Retryable};
+use async_nats::jetstream::consumer::PullConsumer;
+use async_nats::jetstream::AckKind;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
@@ -32,46 +31,16 @@ use caucus_shared::envelope::{Envelope, MessageType};
 use caucus_shared::messages::{Challenge, Confirmation, Request};
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
 use caucus_shared::service::Tasks;
-use caucus_shared::subjects::{encode_token, StreamKind, Subjects};
 
 use super::debates::{DebateAgent, HandleError};
 
 /// The `query` of the facilitator's flush request.
 pub const FLUSH_QUERY: &str = "flush_working_memory";
 
-/// Durable consumer name of an agent type's inbox.
-pub fn inbox_consumer_name(agent_type: &str) -> String {
-    format!("agents-{}", encode_token(agent_type))
-}
-
-/// Creates (or updates) the inbox consumer of `agent_type`.
-pub async fn ensure_consumer(
-    js: &jetstream::Context,
-    subjects: &Subjects,
-    agent_type: &str,
-    ack_wait: Duration,
-) -> Result<PullConsumer, caucus_shared::Error> {
-    let stream = subjects.stream(StreamKind::Messages);
-    let name = inbox_consumer_name(agent_type);
-    let cfg = pull::Config {
-        durable_name: Some(name.clone()),
-        description: Some(format!("messages to built-in agent {agent_type}")),
-        filter_subject: subjects.msg(agent_type),
-        ack_policy: AckPolicy::Explicit,
-        deliver_policy: DeliverPolicy::All,
-        ack_wait,
-        ..Default::default()
-    };
-    // Three quick tries: several workers starting at once may race to
-    // create the same consumer.
-    let tries = ConstantBuilder::default()
-        .with_delay(Duration::ZERO)
-        .with_max_times(2);
-    (|| js.create_consumer_on_stream(cfg.clone(), &stream))
-        .retry(tries)
-        .await
-        .map_err(|e| caucus_shared::Error::consumer(&name, &stream, e))
-}
+/// Durable consumer name of an agent type's inbox (created by the
+/// coordinator or `caucus init`, bound by the worker: see
+/// [`caucus_shared::nats::consumers::inbox_consumer`]).
+pub use caucus_shared::nats::consumers::inbox_consumer_name;
 
 /// Reads the inbox until `shutdown`.
 pub async fn run(

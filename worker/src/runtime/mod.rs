@@ -16,8 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 use caucus_shared::clock::SharedClock;
 use caucus_shared::config::Config;
+use caucus_shared::nats::bind::{self, BindBudget};
+use caucus_shared::nats::consumers;
 use caucus_shared::nats::dlq::Dlq;
-use caucus_shared::nats::topology::ensure_task_consumer;
 use caucus_shared::redis::{CapacitySemaphore, RedisPool, SyncGate};
 use caucus_shared::service::Tasks;
 use caucus_shared::subjects::Subjects;
@@ -72,7 +73,8 @@ pub enum WorkerError {
     /// The broadcast consumer could not be started.
     #[error("broadcasts: {0}")]
     Broadcasts(#[source] caucus_shared::Error),
-    /// An inbox or task consumer could not be created or updated.
+    /// An inbox or task consumer does not exist (the coordinator or
+    /// `caucus init` creates it) or could not be bound.
     #[error(transparent)]
     Consumer(caucus_shared::Error),
     /// An agent type's capacity could not be set up in Redis.
@@ -133,45 +135,11 @@ pub async fn run(deps: WorkerDeps) -> Result<(), WorkerError> {
     } else {
         None
     };
-    if let Some(data) = &deps.dataset {
-        for agent in &cfg.worker.agents {
-            let consumer =
-                inbox::ensure_consumer(&deps.js, &deps.subjects, agent, cfg.worker.ack_wait)
-                    .await
-                    .map_err(WorkerError::Consumer)?;
-            let debater = Arc::new(DebateAgent {
-                agent_type: agent.clone(),
-                nats: deps.js.client(),
-                js: deps.js.clone(),
-                subjects: deps.subjects.clone(),
-                data: data.clone(),
-                evidence_wait: cfg.worker.debate_evidence_wait,
-            });
-            tracker.spawn_named(
-                "inbox",
-                inbox::run(
-                    consumer,
-                    debater,
-                    dlq.clone(),
-                    cfg.max_body_bytes,
-                    deps.shutdown.clone(),
-                    tracker.clone(),
-                ),
-            );
-        }
-    }
+    // Capacity first: the coordinator creates an agent type's consumers
+    // when it sees the type registered, and they are bound below.
     let stop_heartbeat = CancellationToken::new();
     let mut sems = Vec::new();
     for agent in &cfg.worker.agents {
-        let consumer = ensure_task_consumer(
-            &deps.js,
-            &deps.subjects,
-            agent,
-            cfg.worker.ack_wait,
-            cfg.worker.max_deliver,
-        )
-        .await
-        .map_err(WorkerError::Consumer)?;
         let capacity_err = |source| WorkerError::Capacity {
             agent_type: agent.clone(),
             source,
@@ -199,6 +167,83 @@ pub async fn run(deps: WorkerDeps) -> Result<(), WorkerError> {
                 deps.health.clone(),
             ),
         );
+        sems.push(sem);
+    }
+    // Deregistering last keeps capacity truthful; it also runs when a
+    // consumer below never appears and the worker gives up.
+    let deregister = {
+        let sems = sems.clone();
+        let worker_id = deps.worker_id.clone();
+        let stop_heartbeat = stop_heartbeat.clone();
+        move || async move {
+            stop_heartbeat.cancel();
+            for s in sems {
+                let _ = s.deregister_worker(&worker_id).await;
+            }
+        }
+    };
+    let bound = bind_and_start(&deps, &dlq, &reporter, &broadcasts, &sems).await;
+    if let Err(e) = bound {
+        deregister().await;
+        return Err(e);
+    }
+    deps.shutdown.cancelled().await;
+    // Slots stop pulling now; the caller waits for the tracker (bounded by
+    // the shutdown grace).
+    tracker.spawn_named("deregister", deregister());
+    Ok(())
+}
+
+/// Binds each agent type's inbox (with the built-in data set) and task
+/// consumer, created by the coordinator or `caucus init`, and starts the
+/// inbox readers and the slots.
+async fn bind_and_start(
+    deps: &WorkerDeps,
+    dlq: &Dlq,
+    reporter: &Reporter,
+    broadcasts: &Option<Broadcasts>,
+    sems: &[CapacitySemaphore],
+) -> Result<(), WorkerError> {
+    let cfg = &deps.config;
+    let tracker = &deps.tasks;
+    let budget = BindBudget::from_config(&cfg.nats);
+    if let Some(data) = &deps.dataset {
+        for agent in &cfg.worker.agents {
+            let spec = consumers::inbox_consumer(&deps.subjects, agent, cfg.worker.ack_wait);
+            let consumer = bind::consumer(&deps.js, &spec, budget)
+                .await
+                .map_err(WorkerError::Consumer)?;
+            let debater = Arc::new(DebateAgent {
+                agent_type: agent.clone(),
+                nats: deps.js.client(),
+                js: deps.js.clone(),
+                subjects: deps.subjects.clone(),
+                data: data.clone(),
+                evidence_wait: cfg.worker.debate_evidence_wait,
+            });
+            tracker.spawn_named(
+                "inbox",
+                inbox::run(
+                    consumer,
+                    debater,
+                    dlq.clone(),
+                    cfg.max_body_bytes,
+                    deps.shutdown.clone(),
+                    tracker.clone(),
+                ),
+            );
+        }
+    }
+    for (agent, sem) in cfg.worker.agents.iter().zip(sems) {
+        let spec = consumers::task_consumer(
+            &deps.subjects,
+            agent,
+            cfg.worker.ack_wait,
+            cfg.worker.max_deliver,
+        );
+        let consumer = bind::consumer(&deps.js, &spec, budget)
+            .await
+            .map_err(WorkerError::Consumer)?;
         for slot in 0..cfg.worker.slots {
             let s = slot::Slot {
                 deps: deps.clone(),
@@ -212,18 +257,6 @@ pub async fn run(deps: WorkerDeps) -> Result<(), WorkerError> {
             };
             tracker.spawn_named("slot", s.run());
         }
-        sems.push(sem);
     }
-    deps.shutdown.cancelled().await;
-    // Slots stop pulling now; the caller waits for the tracker (bounded by
-    // the shutdown grace). Deregistering last keeps capacity truthful.
-    let sems2 = sems.clone();
-    let worker_id = deps.worker_id.clone();
-    tracker.spawn_named("deregister", async move {
-        stop_heartbeat.cancel();
-        for s in sems2 {
-            let _ = s.deregister_worker(&worker_id).await;
-        }
-    });
     Ok(())
 }
