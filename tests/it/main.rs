@@ -23,6 +23,7 @@ mod fenced_leader;
 mod findings_sync_gate;
 mod gates;
 mod health;
+mod identity;
 mod level_review;
 mod macro_broadcast;
 mod nats_restart;
