@@ -85,6 +85,14 @@ pub struct WorkerConfig {
     /// worker's log and, shortened, the task's error message
     /// (`CAUCUS_WORKER_EXEC_MAX_STDERR_BYTES`).
     pub exec_max_stderr_bytes: usize,
+    /// Longest wait for an `http:` agent's reply to one task
+    /// (`CAUCUS_WORKER_HTTP_TIMEOUT`); a stage's own timeout, when shorter,
+    /// ends it first. A timed-out request is a transient `timeout` failure.
+    #[serde(with = "humantime_serde")]
+    pub http_timeout: Duration,
+    /// PEM CA bundle that verifies `https://` agents, in addition to the
+    /// system's roots (`CAUCUS_WORKER_HTTP_CA_FILE`; a private CA).
+    pub http_ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for WorkerConfig {
@@ -109,6 +117,8 @@ impl Default for WorkerConfig {
             exec_env_passthrough: Vec::new(),
             exec_max_output_bytes: DEFAULT_EXEC_MAX_OUTPUT_BYTES,
             exec_max_stderr_bytes: DEFAULT_EXEC_MAX_STDERR_BYTES,
+            http_timeout: Duration::from_secs(30),
+            http_ca_file: None,
         }
     }
 }

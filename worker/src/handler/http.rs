@@ -1,9 +1,83 @@
 //! `http:URL`: POST the task JSON; a 2xx body is the result. Time-outs,
 //! connection errors, 429 and 5xx are transient; other statuses permanent.
+//! `https://` agents are verified against the system's roots plus
+//! `worker.http_ca_file`; every request is bounded by `worker.http_timeout`.
 
+use std::path::PathBuf;
+use std::time::Duration;
+
+use caucus_shared::config::WorkerConfig;
 use caucus_shared::task::{TaskDispatch, TaskError};
 
 use super::{error_from_body, permanent, split_findings, transient, HandlerOutput};
+
+/// Why the `http:` client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpClientError {
+    /// `worker.http_ca_file` could not be read.
+    #[error("worker.http_ca_file {path}: {source}")]
+    ReadCa {
+        /// The configured file.
+        path: PathBuf,
+        /// The read failure.
+        source: std::io::Error,
+    },
+    /// `worker.http_ca_file` holds no usable PEM certificate.
+    #[error("worker.http_ca_file {path}: {source}")]
+    BadCa {
+        /// The configured file.
+        path: PathBuf,
+        /// What reqwest found wrong.
+        source: reqwest::Error,
+    },
+    /// The TLS client could not be set up.
+    #[error("http client: {0}")]
+    Build(#[source] reqwest::Error),
+}
+
+/// The client of `http:` handlers per `cfg`: request timeout
+/// `http_timeout`, extra CA `http_ca_file`.
+pub fn client(cfg: &WorkerConfig) -> Result<reqwest::Client, HttpClientError> {
+    install_crypto_provider();
+    let mut builder = reqwest::Client::builder().timeout(cfg.http_timeout);
+    if let Some(path) = &cfg.http_ca_file {
+        let pem = std::fs::read(path).map_err(|source| HttpClientError::ReadCa {
+            path: path.clone(),
+            source,
+        })?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|source| {
+            HttpClientError::BadCa {
+                path: path.clone(),
+                source,
+            }
+        })?;
+        builder = builder.tls_certs_merge(certs);
+    }
+    builder.build().map_err(HttpClientError::Build)
+}
+
+/// The client before any configuration: system roots, the default
+/// `worker.http_timeout`. Infallible: it reads no file.
+pub fn default_client() -> reqwest::Client {
+    install_crypto_provider();
+    reqwest::Client::builder()
+        .timeout(default_timeout())
+        .build()
+        // Only TLS set-up can fail, and the provider is installed above:
+        // the same condition under which reqwest::Client::new() panics.
+        .expect("an http client without custom TLS settings")
+}
+
+fn default_timeout() -> Duration {
+    WorkerConfig::default().http_timeout
+}
+
+/// reqwest is built without a crypto provider of its own (the workspace
+/// uses ring, which async-nats already brings, instead of compiling
+/// aws-lc): make ring the process default. Installing twice is a no-op.
+fn install_crypto_provider() {
+    let _ = async_nats::rustls::crypto::ring::default_provider().install_default();
+}
 
 pub(super) async fn run(
     client: &reqwest::Client,
