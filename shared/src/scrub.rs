@@ -27,6 +27,10 @@ static URL_USERINFO: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b([a-z][a-z0-9+.-]*://[^:/?#@\s]*):([^@/?#\s]*)@").expect("valid regex")
 });
 
+/// `nats://TOKEN@`: a token as the whole userinfo (NATS reads it so).
+static URL_TOKEN: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)\b[a-z][a-z0-9+.-]*://([^:/?#@\s]+)@").expect("valid regex"));
+
 /// Names that say their value is a credential (`CAUCUS_NATS_PASSWORD`,
 /// `token`, `api_key`, `nkey_seed`, …), as the tail of a key.
 const SECRET_KEY: &str = r"[\w.-]*(?:password|passwd|pwd|token|secret|api[_-]?key|apikey|seed)";
@@ -95,14 +99,20 @@ pub fn truncate(text: &str, max_len: usize) -> String {
 }
 
 /// The secret values in `cfg` a process must never echo: the NATS
-/// password, token and nkey seed, and the passwords in the NATS and Redis
-/// URLs.
+/// password, token and nkey seed, the Redis password, the passwords in the
+/// NATS and Redis URLs, and a token standing alone in a NATS URL
+/// (`nats://TOKEN@host`).
 pub fn config_secrets(cfg: &Config) -> Vec<String> {
-    let mut out: Vec<String> = [&cfg.nats.password, &cfg.nats.token, &cfg.nats.nkey_seed]
-        .into_iter()
-        .flatten()
-        .cloned()
-        .collect();
+    let mut out: Vec<String> = [
+        cfg.nats.password.as_deref(),
+        cfg.nats.token.as_deref(),
+        cfg.nats.nkey_seed.as_deref(),
+        cfg.redis.password.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(str::to_string)
+    .collect();
     for url in [cfg.nats.url.as_str(), cfg.redis.url.as_str()] {
         out.extend(
             URL_USERINFO
@@ -111,6 +121,12 @@ pub fn config_secrets(cfg: &Config) -> Vec<String> {
                 .map(|m| m.as_str().to_string()),
         );
     }
+    out.extend(
+        URL_TOKEN
+            .captures_iter(&cfg.nats.url)
+            .filter_map(|c| c.get(1))
+            .map(|m| m.as_str().to_string()),
+    );
     out.retain(|s| !s.is_empty());
     out.sort();
     out.dedup();
@@ -207,10 +223,14 @@ mod tests {
     fn config_secrets_are_the_credentials_and_url_passwords() {
         let mut cfg = Config::default();
         cfg.nats.password = Some("np4ss".into());
-        cfg.nats.token = Some(String::new());
-        cfg.nats.url = "nats://a:up4ss@h:4222".into();
+        cfg.nats.token = Some("".into());
+        cfg.redis.password = Some("redisp4ss".into());
+        cfg.nats.url = "nats://a:up4ss@h:4222,nats://tok3n@h2".into();
         cfg.redis.url = "redis://:rp4ss@r:6379".into();
-        assert_eq!(config_secrets(&cfg), vec!["np4ss", "rp4ss", "up4ss"]);
+        assert_eq!(
+            config_secrets(&cfg),
+            vec!["np4ss", "redisp4ss", "rp4ss", "tok3n", "up4ss"]
+        );
         assert!(config_secrets(&Config::default()).is_empty());
     }
 }
