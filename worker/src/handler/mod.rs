@@ -3,6 +3,7 @@
 //! [`TaskDispatch`] JSON and returns a JSON output or a [`TaskError`].
 
 mod answers;
+mod bounded;
 mod exec;
 mod http;
 mod spec;
@@ -14,6 +15,8 @@ use serde_json::Value;
 use caucus_shared::task::{ErrorClass, TaskDispatch, TaskError};
 
 pub use answers::{FindingAnswers, MAX_RESPONSES};
+pub use exec::ExecSettings;
+pub use http::{client as http_client, HttpClientError};
 pub use spec::{HandlerSpec, HandlerSpecError};
 
 /// A finding a handler wants published on `caucus.findings.<item>`.
@@ -60,6 +63,8 @@ pub struct Handler {
     http: reqwest::Client,
     builtin: Option<BuiltinFn>,
     max_output_bytes: usize,
+    exec: ExecSettings,
+    scrubber: Scrubber,
 }
 
 /// The built-in agents, plugged in by the crate root ([`crate::builtin`]).
@@ -77,10 +82,40 @@ impl Handler {
     pub fn new(spec: HandlerSpec, builtin: Option<BuiltinFn>) -> Self {
         Handler {
             spec,
-            http: reqwest::Client::new(),
+            http: http::default_client(),
             builtin,
             max_output_bytes: caucus_shared::config::WorkerConfig::default().max_output_bytes,
+            exec: ExecSettings::default(),
+            scrubber: Scrubber::default(),
         }
+    }
+
+    /// Takes its limits from `cfg.worker` (`max_output_bytes` and the
+    /// `exec_*` settings) and the secrets to scrub from error texts from the
+    /// process's own credentials ([`caucus_shared::scrub::config_secrets`]).
+    pub fn with_config(self, cfg: &caucus_shared::Config) -> Self {
+        self.with_max_output_bytes(cfg.worker.max_output_bytes)
+            .with_exec(ExecSettings::from_config(&cfg.worker))
+            .with_secrets(caucus_shared::scrub::config_secrets(cfg))
+    }
+
+    /// The client of `http:` handlers ([`http_client`]: `worker.http_timeout`,
+    /// `worker.http_ca_file`).
+    pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
+        self.http = client;
+        self
+    }
+
+    /// How `exec:` commands run (environment, pipe limits).
+    pub fn with_exec(mut self, exec: ExecSettings) -> Self {
+        self.exec = exec;
+        self
+    }
+
+    /// Secret values masked wherever they appear in an error text.
+    pub fn with_secrets(mut self, secrets: Vec<String>) -> Self {
+        self.scrubber = Scrubber::new(secrets);
+        self
     }
 
     /// The largest output [`Handler::run`] returns as a success
@@ -97,13 +132,18 @@ impl Handler {
 
     /// Runs one task, bounded by its `timeout_ms` (0 = no limit). An
     /// output larger than the output limit is a permanent failure
-    /// (`output_too_large`), whichever kind of handler produced it.
+    /// (`output_too_large`), whichever kind of handler produced it. An
+    /// error's texts are scrubbed of credentials and bounded
+    /// ([`Scrubber::error`]): they are stored and shown.
     ///
     /// Dropping the returned future cancels the run: an `exec:` child is
     /// killed, an `http:` request is dropped (a built-in analyst, a blocking
     /// function, finishes on its thread and its result is discarded).
     pub async fn run(&self, task: &TaskDispatch) -> Result<HandlerOutput, TaskError> {
-        let out = self.run_timed(task).await?;
+        let out = self
+            .run_timed(task)
+            .await
+            .map_err(|e| self.scrubber.error(e))?;
         check_output_size(&out.output, self.max_output_bytes)?;
         Ok(out)
     }
@@ -144,9 +184,61 @@ impl Handler {
                     "this worker has no built-in analysts".into(),
                 )),
             },
-            HandlerSpec::Exec(cmd) => exec::run(cmd, task).await,
+            HandlerSpec::Exec(cmd) => exec::run(cmd, task, &self.exec, &self.scrubber).await,
             HandlerSpec::Http(url) => http::run(&self.http, url, task).await,
         }
+    }
+}
+
+/// Takes credentials out of the error texts a worker reports
+/// ([`caucus_shared::scrub`]): an agent may echo its environment, a URL or a
+/// configuration line into its failure, which then lands in the workflow
+/// record, events, alert cards and logs.
+#[derive(Clone, Default)]
+pub struct Scrubber {
+    secrets: std::sync::Arc<[String]>,
+}
+
+/// Longest `error_type` kept: it is an identifier, not prose.
+const MAX_ERROR_TYPE: usize = 64;
+/// Longest `data_source` kept.
+const MAX_DATA_SOURCE: usize = 256;
+
+impl std::fmt::Debug for Scrubber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The secrets themselves are never printed.
+        write!(f, "Scrubber({} secrets)", self.secrets.len())
+    }
+}
+
+impl Scrubber {
+    /// Masks these values (besides the credential shapes every scrub masks).
+    pub fn new(secrets: Vec<String>) -> Self {
+        Scrubber {
+            secrets: secrets.into(),
+        }
+    }
+
+    fn secrets(&self) -> Vec<&str> {
+        self.secrets.iter().map(String::as_str).collect()
+    }
+
+    /// `text` scrubbed, at most [`caucus_shared::scrub::MAX_LEN`] bytes.
+    pub fn text(&self, text: &str) -> String {
+        caucus_shared::scrub::scrub(text, &self.secrets())
+    }
+
+    /// `text` scrubbed, at most `max` bytes.
+    pub fn text_to(&self, text: &str, max: usize) -> String {
+        caucus_shared::scrub::scrub_to(text, &self.secrets(), max)
+    }
+
+    /// `e` with its message, type and data source scrubbed and bounded.
+    pub fn error(&self, mut e: TaskError) -> TaskError {
+        e.message = self.text(&e.message);
+        e.error_type = self.text_to(&e.error_type, MAX_ERROR_TYPE);
+        e.data_source = e.data_source.map(|d| self.text_to(&d, MAX_DATA_SOURCE));
+        e
     }
 }
 
@@ -311,5 +403,61 @@ mod tests {
             h.run(&task).await.unwrap_err().error_type,
             "output_too_large"
         );
+    }
+
+    fn plain_task(timeout_ms: u64) -> TaskDispatch {
+        serde_json::from_value(json!({
+            "task_id": "wf/x", "workflow_id": "wf", "item": "I", "pipeline": "p",
+            "stage": "x", "agent_type": "a", "attempt": 1, "timeout_ms": timeout_ms,
+            "dispatched_at": "2025-11-16T10:30:00Z"
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn reported_errors_are_scrubbed_and_bounded() {
+        let leaky: BuiltinFn = std::sync::Arc::new(|_t: &TaskDispatch| {
+            Err(TaskError {
+                class: ErrorClass::Permanent,
+                error_type: format!("t{}", "y".repeat(500)),
+                message: format!(
+                    "env: CAUCUS_NATS_PASSWORD=n4ts-pass, seen hunter22 in nats://u:hunter22@h {}",
+                    "z".repeat(5000)
+                ),
+                data_source: Some("https://u:p4ss@api/x".into()),
+            })
+        });
+        let h =
+            Handler::new(HandlerSpec::Builtin, Some(leaky)).with_secrets(vec!["hunter22".into()]);
+        let e = h.run(&plain_task(0)).await.unwrap_err();
+        assert!(
+            e.message
+                .starts_with("env: CAUCUS_NATS_PASSWORD=***, seen *** in nats://u:***@h "),
+            "{}",
+            e.message
+        );
+        assert!(e.message.len() <= caucus_shared::scrub::MAX_LEN);
+        assert!(e.error_type.len() <= MAX_ERROR_TYPE);
+        assert_eq!(e.data_source.as_deref(), Some("https://u:***@api/x"));
+        assert_eq!(format!("{:?}", h.scrubber), "Scrubber(1 secrets)");
+    }
+
+    #[tokio::test]
+    async fn a_command_writing_stderr_forever_stops_at_its_time_limit() {
+        let h = Handler::new(HandlerSpec::Exec("yes >&2".into()), None);
+        let e = h.run(&plain_task(300)).await.unwrap_err();
+        assert_eq!(e.error_type, "timeout");
+    }
+
+    #[test]
+    fn with_config_takes_the_exec_settings_and_the_secrets() {
+        let mut cfg = caucus_shared::Config::default();
+        cfg.worker.exec_env_passthrough = vec!["HTTPS_PROXY".into()];
+        cfg.worker.exec_max_output_bytes = 77;
+        cfg.nats.password = Some("n4ts-pass".into());
+        let h = Handler::new(HandlerSpec::Noop, None).with_config(&cfg);
+        assert_eq!(h.exec.env_passthrough, ["HTTPS_PROXY"]);
+        assert_eq!(h.exec.max_stdout_bytes, 77);
+        assert_eq!(h.scrubber.text("x n4ts-pass y"), "x *** y");
     }
 }
