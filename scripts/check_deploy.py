@@ -354,17 +354,22 @@ def check_compose_auth_init(services: dict, out: Path, bin_dir: Path | None) -> 
     if os.geteuid() != 0 or caucus is None or run([str(caucus), "auth", "init", "--help"]).returncode != 0:
         skip("running compose auth-init's script", "needs root (install -o) and a build with `caucus auth init`")
         return None
+    if any(not t.startswith("/auth/") for t in mounts):
+        fail(f"compose auth-init: mounts outside /auth/: {sorted(mounts)}")
+        return None
+    # /auth/ becomes a scratch directory, each volume a directory in it.
     root = out / "compose-auth"
     shutil.rmtree(root, ignore_errors=True)
-    script = cmd[2]
-    for target in sorted(mounts, key=len, reverse=True):
-        script = script.replace(target, str(root / target.strip("/")))
+    for target in mounts:
+        (root / target.removeprefix("/auth/")).mkdir(parents=True)
+    # `docker compose config` keeps `$$` (a literal `$`) escaped; the engine unescapes it.
+    script = cmd[2].replace("$$", "$").replace("/auth/", f"{root}/")
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(out)}
     r = run(["sh", "-c", script], env=env)
     if r.returncode != 0:
         fail(f"compose auth-init's script failed here:\n{r.stderr}{r.stdout}")
         return None
-    dirs = {src: root / target.strip("/") for target, src in mounts.items()}
+    dirs = {src: root / target.removeprefix("/auth/") for target, src in mounts.items()}
     ok(f"compose auth-init's script fills {len(dirs)} volumes")
     return dirs
 
