@@ -84,7 +84,10 @@ fn approve(wf: &str) -> GateDecideRequest {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_recorded_decider_is_the_callers_identity_not_the_body() {
     let stack = Stack::start();
-    let _c = coordinator(&stack, &[("CAUCUS_SECURITY_REQUIRE_IDENTITY", "true")]);
+    let secure = [("CAUCUS_SECURITY_REQUIRE_IDENTITY", "true")];
+    let _c = coordinator(&stack, &secure);
+    // Gates ask it whether provisional decisions wait for review.
+    let _f = crate::facilitator_common::facilitator(&stack, &secure);
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("agent.py");
     std::fs::write(&script, AGENT).unwrap();
