@@ -20,7 +20,8 @@
 //! 6. a coordinator that takes over hands a finding it never saw to the
 //!    next task, once;
 //! 7. an outside service's alert becomes an alert card by its priority;
-//! 8. messages stored before any coordinator ran are still served;
+//! 8. messages stored before any coordinator ran (after `caucus init`) are
+//!    still served;
 //! 9. the built-in valuation applies the seed's finding, says how in its
 //!    confirmation and output, and the package shows it used;
 //! 10. a task gets the newest findings addressed to its type (any

@@ -127,9 +127,10 @@ async fn an_outside_services_alert_becomes_an_alert_card_by_priority() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_stored_before_the_coordinator_leads_are_still_served() {
     let stack = Stack::start();
-    // A worker sets up the streams; no coordinator runs yet (not deployed
-    // yet, or between two leaders).
-    let _w = worker(&stack, "valuation", 1, "noop", &[]);
+    // `caucus init` sets up the streams and consumers; no coordinator runs
+    // yet (not deployed yet, or between two leaders).
+    let (code, out, err) = crate::common::caucus(&stack, &["init"]);
+    assert_eq!(code, 0, "caucus init: {out}{err}");
     let outside = Outside::connect(&stack).await;
     let body = SEED_FINDING.replace("valuation_agent", "strategy_agent");
     outside.publish("caucus.findings.AAPL", body).await;
