@@ -6,6 +6,7 @@ mod common;
 mod facilitator_common;
 
 mod agent_debates;
+mod agent_env;
 mod binaries;
 mod bounded_records;
 mod bounded_replies;
