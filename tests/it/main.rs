@@ -36,5 +36,6 @@ mod reconcile;
 mod requests;
 mod stack_env;
 mod submissions;
+mod tls;
 mod watch_at_gate;
 mod worker_confirmations;
