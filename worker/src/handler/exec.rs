@@ -40,7 +40,7 @@ const BASE_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TZ"];
 /// How `exec:` commands are run (from `[worker]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecSettings {
-    /// Names passed from the worker's environment besides [`BASE_ENV`].
+    /// Names passed from the worker's environment besides PATH, HOME, LANG and TZ.
     pub env_passthrough: Vec<String>,
     /// Most stdout read; more fails the task.
     pub max_stdout_bytes: usize,
