@@ -5,7 +5,10 @@
 //!   `reviewer: "mallory"` in the body is recorded as decided by `alice`;
 //! - the same decision on the bare subject is recorded as `operator`;
 //! - a pause as `alice` names her as its trigger;
-//! - read operations are not served on `.as.<identity>` subjects.
+//! - read operations are not served on `.as.<identity>` subjects;
+//! - a level-3 decision as `erin` and a level-5 review made at the
+//!   coordinator as `alice` (forwarded to the facilitator as her) name
+//!   them in the debates' resolutions.
 //!
 //! shared/tests/api_identity.rs checks the API server alone.
 //!
@@ -16,7 +19,10 @@ use std::time::Duration;
 
 use caucus_harness::Stack;
 use caucus_shared::api::coordinator::control::{Pause, PauseRequest};
-use caucus_shared::api::coordinator::gates::{GateAction, GateDecide, GateDecideRequest};
+use caucus_shared::api::coordinator::gates::{
+    GateAction, GateDecide, GateDecideRequest, GateReview, GateReviewRequest,
+};
+use caucus_shared::api::facilitator::{Decide, DecideRequest, Side};
 use caucus_shared::api::identity::{subject_as, OPERATOR};
 use caucus_shared::api::ApiClient;
 use caucus_shared::nats::api::api_request_on;
@@ -159,4 +165,105 @@ async fn the_recorded_decider_is_the_callers_identity_not_the_body() {
     assert_eq!(e.code, "unknown_operation", "{e:?}");
     let gates = call(&api, "gates", json!({})).await.unwrap();
     assert!(gates["count"].is_number(), "{gates}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debate_decisions_and_reviews_record_the_caller() {
+    let stack = Stack::start();
+    let secure = [("CAUCUS_SECURITY_REQUIRE_IDENTITY", "true")];
+    let _c = coordinator(&stack, &secure);
+    let _f = crate::facilitator_common::facilitator(&stack, &secure);
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("agent.py");
+    std::fs::write(&script, AGENT).unwrap();
+    let _w = worker(
+        &stack,
+        "analyst",
+        2,
+        &format!("exec:python3 {}", script.display()),
+        &[],
+    );
+    let api = Api::connect(&stack).await;
+    let fac = crate::facilitator_common::Client::connect(&stack).await;
+    let r = call(
+        &api,
+        "submit",
+        json!({"items": ["ACME"], "pipeline": gated(), "time_unit_ms": 20}),
+    )
+    .await
+    .unwrap();
+    let wf = r["workflow_ids"][0].as_str().unwrap().to_string();
+    let bare = ApiClient::new(
+        api.nats.clone(),
+        Subjects::default(),
+        Duration::from_secs(10),
+    );
+    let debate = |id: &str| {
+        let mut ch = crate::facilitator_common::challenge(id, "valuation", "strategy", "financial");
+        ch["content"]["workflow_id"] = json!(wf);
+        ch["content"]["item"] = json!("ACME");
+        ch
+    };
+    let at_level_3 = |d: &Value| d["state"] == "awaiting_human";
+
+    // Level 3: erin decides; the body claims mallory.
+    fac.publish_debate("CH-ERIN", "challenge", debate("CH-ERIN"))
+        .await;
+    fac.wait_debate("CH-ERIN", "level 3", Duration::from_secs(20), at_level_3)
+        .await;
+    let decided = bare
+        .clone()
+        .with_identity("erin")
+        .call::<Decide>(&DecideRequest {
+            debate_id: "CH-ERIN".into(),
+            expert: "mallory".into(),
+            side: Some(Side::Challenger),
+            position: None,
+            rationale: "guidance".into(),
+            unavailable: false,
+        })
+        .await
+        .unwrap();
+    let res = decided.resolution.expect("resolved");
+    assert_eq!(res.decided_by.as_deref(), Some("erin"), "{res:?}");
+    let stored = fac.debate("CH-ERIN").await;
+    assert_eq!(stored["resolution"]["decided_by"], "erin", "{stored}");
+
+    // Level 5 at the coordinator: alice confirms a provisional decision;
+    // the coordinator forwards the review as her.
+    fac.publish_debate("CH-GATE", "challenge", debate("CH-GATE"))
+        .await;
+    fac.wait_debate("CH-GATE", "level 3", Duration::from_secs(20), at_level_3)
+        .await;
+    fac.call(
+        "decide",
+        json!({"debate_id": "CH-GATE", "expert": "expert", "unavailable": true}),
+    )
+    .await
+    .unwrap();
+    fac.wait_debate("CH-GATE", "provisional", Duration::from_secs(10), |d| {
+        d["state"] == "provisional"
+    })
+    .await;
+    let review = GateReviewRequest {
+        workflow_id: wf.clone(),
+        debate_id: "CH-GATE".into(),
+        action: "confirm".into(),
+        reviewer: Some("mallory".into()),
+        side: None,
+        position: None,
+        rationale: None,
+        context: None,
+        analyses: None,
+    };
+    let r = bare
+        .clone()
+        .with_identity("alice")
+        .call::<GateReview>(&review)
+        .await
+        .unwrap();
+    let res = r.facilitator.resolution.expect("final resolution");
+    assert_eq!(res.decided_by.as_deref(), Some("alice"), "{res:?}");
+    let stored = fac.debate("CH-GATE").await;
+    assert_eq!(stored["resolution"]["decided_by"], "alice", "{stored}");
 }

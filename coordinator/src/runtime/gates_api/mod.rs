@@ -67,9 +67,25 @@ pub async fn call_as<T: DeserializeOwned>(
 impl GateApi {
     /// Calls the facilitator's operation `O`.
     async fn facilitator<O: Operation>(&self, request: &O::Request) -> Result<O::Reply, ApiError> {
-        ApiClient::new(self.client.clone(), self.subjects.clone(), self.timeout)
-            .call::<O>(request)
-            .await
+        self.facilitator_as::<O>(None, request).await
+    }
+
+    /// Calls the facilitator's operation `O` as `identity` when there is
+    /// one: a mutating call then goes to `….as.<identity>`, so the
+    /// facilitator records the person this coordinator acted for, not
+    /// `operator` (with `security.require_identity` it would otherwise
+    /// overwrite the name on a bare call).
+    async fn facilitator_as<O: Operation>(
+        &self,
+        identity: Option<&str>,
+        request: &O::Request,
+    ) -> Result<O::Reply, ApiError> {
+        let client = ApiClient::new(self.client.clone(), self.subjects.clone(), self.timeout);
+        let client = match identity {
+            Some(id) => client.with_identity(id),
+            None => client,
+        };
+        client.call::<O>(request).await
     }
 
     /// The workflow's record, as the scheduler holds it.

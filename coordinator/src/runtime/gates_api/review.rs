@@ -52,8 +52,13 @@ impl GateApi {
         if action == "override" && forward.analyses.is_none() {
             forward.analyses = Some(analyses_of(&rec, &debate.debate));
         }
+        // As the reviewer this request names (the caller's identity when
+        // the API server set it), so the facilitator records the same one.
         let answer = self
-            .facilitator::<facilitator::GateReview>(&facilitator_request(&forward)?)
+            .facilitator_as::<facilitator::GateReview>(
+                forward.reviewer.as_deref(),
+                &facilitator_request(&forward)?,
+            )
             .await?;
         // The metric, as the facilitator states it by the one shared rule
         // (`caucus_shared::messages::debate_metric`).
