@@ -178,9 +178,15 @@ pub fn workflow_line(w: &WorkflowView) -> String {
     if let Some(f) = &w.failure {
         line.push_str(&format!("  ({f})"));
     }
-    if !w.flags.is_empty() {
-        let what: Vec<String> = w
-            .flags
+    // A request workflow's "answered" mark is bookkeeping, not a reason
+    // to look again at the analysis.
+    let reevaluate: Vec<_> = w
+        .flags
+        .iter()
+        .filter(|f| f.kind != "request_answered")
+        .collect();
+    if !reevaluate.is_empty() {
+        let what: Vec<String> = reevaluate
             .iter()
             .map(
                 |f| match f.detail.get("new_regime").and_then(Value::as_str) {

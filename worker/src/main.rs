@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use caucus_shared::config::CommonArgs;
 use caucus_shared::service::{self, ServiceContext};
 use caucus_worker::builtin;
-use caucus_worker::handler::{Handler, HandlerSpec, HandlerSpecError};
+use caucus_worker::handler::{self, Handler, HandlerSpec, HandlerSpecError};
 use caucus_worker::runtime::{self, WorkerError};
 use clap::Parser;
 
@@ -95,7 +95,9 @@ async fn run_worker(ctx: ServiceContext) -> Result<(), WorkerError> {
         shutdown: ctx.shutdown.clone(),
         clock: ctx.clock.clone(),
         worker_id: ctx.instance_id.clone(),
-        handler: Handler::new(spec, builtin).with_max_output_bytes(cfg.worker.max_output_bytes),
+        handler: Handler::new(spec, builtin)
+            .with_config(&cfg)
+            .with_http_client(handler::http_client(&cfg.worker)?),
         dataset,
         health: ctx.health.clone(),
         tasks: ctx.tasks.clone(),

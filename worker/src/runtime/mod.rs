@@ -70,6 +70,9 @@ pub enum WorkerError {
     /// The built-in analysts' data set could not be loaded.
     #[error(transparent)]
     Dataset(#[from] caucus_agents::DatasetError),
+    /// The `http:` handlers' client could not be built (`worker.http_ca_file`).
+    #[error(transparent)]
+    HttpClient(#[from] crate::handler::HttpClientError),
     /// The broadcast consumer could not be started.
     #[error("broadcasts: {0}")]
     Broadcasts(#[source] caucus_shared::Error),

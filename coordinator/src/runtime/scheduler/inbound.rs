@@ -75,7 +75,9 @@ impl Scheduler {
                 ));
             }
         }
-        let late = flags_when_late(finding.priority);
+        // A request's answer is what its requester asked for, not news
+        // about an analysis that already ran.
+        let late = flags_when_late(finding.priority) && !any_addressee;
         let flag = late.then(|| self.late_flags(&item, &addressee, &finding));
         if let Some(ix) = self.findings.as_mut() {
             ix.insert(&item, addressee, finding);
@@ -85,9 +87,10 @@ impl Scheduler {
             return Ok(0);
         }
         self.persist().await;
-        for (flag, wf) in &flagged {
-            self.flag_alert(flag, std::slice::from_ref(wf)).await;
-        }
+        // One card per finding, naming every workflow it flagged (the
+        // card's id is the finding's).
+        let workflows: Vec<(String, String)> = flagged.iter().map(|(_, w)| w.clone()).collect();
+        self.flag_alert(&flagged[0].0, &workflows).await;
         Ok(flagged.len())
     }
 
