@@ -129,3 +129,69 @@ pub(super) async fn run(
         permanent("http_status", msg)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wiremock::{matchers::method, Mock, MockServer, ResponseTemplate};
+
+    fn task() -> TaskDispatch {
+        serde_json::from_value(serde_json::json!({
+            "task_id": "wf/x", "workflow_id": "wf", "item": "A", "pipeline": "p",
+            "stage": "x", "agent_type": "x", "attempt": 1,
+            "dispatched_at": "2025-11-16T10:30:00Z", "timeout_ms": 0, "inputs": {}
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_reply_slower_than_http_timeout_is_a_transient_timeout() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .set_body_json(serde_json::json!({"ok": true}))
+                    .set_delay(Duration::from_secs(5)),
+            )
+            .mount(&server)
+            .await;
+        let cfg = WorkerConfig {
+            http_timeout: Duration::from_millis(200),
+            ..WorkerConfig::default()
+        };
+        let started = std::time::Instant::now();
+        let e = run(&client(&cfg).unwrap(), &server.uri(), &task())
+            .await
+            .unwrap_err();
+        assert_eq!(e.error_type, "timeout", "{e:?}");
+        assert!(started.elapsed() < Duration::from_secs(4), "{e:?}");
+    }
+
+    #[test]
+    fn the_default_timeout_is_30_seconds() {
+        assert_eq!(default_timeout(), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn a_bad_ca_file_is_named() {
+        let cfg = WorkerConfig {
+            http_ca_file: Some("/nonexistent/ca.pem".into()),
+            ..WorkerConfig::default()
+        };
+        let e = client(&cfg).unwrap_err().to_string();
+        assert!(e.contains("worker.http_ca_file /nonexistent/ca.pem"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("ca.pem");
+        std::fs::write(
+            &f,
+            "-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let cfg = WorkerConfig {
+            http_ca_file: Some(f.clone()),
+            ..WorkerConfig::default()
+        };
+        let e = client(&cfg).unwrap_err();
+        assert!(matches!(e, HttpClientError::BadCa { .. }), "{e}");
+    }
+}
