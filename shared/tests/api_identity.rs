@@ -10,8 +10,9 @@ use caucus_harness::Nats;
 use caucus_shared::api::coordinator::gates::{
     GateAction, GateDecide, GateDecideReply, GateDecideRequest,
 };
-use caucus_shared::api::identity::OPERATOR;
+use caucus_shared::api::identity::{subject_as, OPERATOR};
 use caucus_shared::api::ApiClient;
+use caucus_shared::nats::api::api_request_on;
 use caucus_shared::nats::{ApiError, ApiServer};
 use caucus_shared::subjects::Subjects;
 use tokio_util::sync::CancellationToken;
@@ -69,4 +70,36 @@ async fn an_api_server_takes_the_actor_from_the_subject() {
         decider_seen(&nats, true, Some("ana.m @desk")).await,
         "ana.m @desk"
     );
+}
+
+/// A service with no mutating operation does not listen on `.as.`
+/// subjects at all (its NATS user needs no permission for them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_without_mutating_operations_serves_no_as_subjects() {
+    let nats = Nats::start();
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let mut server = ApiServer::new(client.clone(), Subjects::default(), "correlator");
+    server.route("echo", |v| async move { Ok(v) });
+    let (shutdown, tracker) = (CancellationToken::new(), TaskTracker::new());
+    server.start(shutdown.clone(), &tracker).await.unwrap();
+    let s = Subjects::default();
+    let body = serde_json::json!({"x": 1});
+    let t = Duration::from_secs(5);
+    let bare = api_request_on(&client, s.api("correlator", "echo"), "correlator", &body, t)
+        .await
+        .unwrap();
+    assert_eq!(bare, body);
+    let e = api_request_on(
+        &client,
+        subject_as(&s, "correlator", "echo", "alice"),
+        "correlator",
+        &body,
+        t,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code, "no_responders", "{e:?}");
+    shutdown.cancel();
+    tracker.close();
+    tracker.wait().await;
 }

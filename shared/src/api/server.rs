@@ -216,11 +216,14 @@ impl ApiServer {
             self.subjects.prefix(),
             encode_token(&self.service)
         );
-        // Bare operations, and mutating ones called as an identity.
-        let bare = format!("{base}*");
-        let as_identity = format!("{base}*.{}.*", super::identity::AS);
-        let mut subs = Vec::with_capacity(2);
-        for wildcard in [bare, as_identity] {
+        // Bare operations, and mutating ones (if any: a service without
+        // them needs no permission for more) called as an identity.
+        let mut wildcards = vec![format!("{base}*")];
+        if self.routes.values().any(|r| r.mutates) {
+            wildcards.push(format!("{base}*.{}.*", super::identity::AS));
+        }
+        let mut subs = Vec::with_capacity(wildcards.len());
+        for wildcard in wildcards {
             let sub = self
                 .client
                 .queue_subscribe(wildcard.clone(), group.clone())
