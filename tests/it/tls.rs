@@ -1,8 +1,8 @@
 //! TLS end to end (#11): certificates made at run time (rcgen), nats-server
-//! with a `tls {}` block, redis-server on a TLS port only (client
-//! certificates required), coordinator and worker configured with the CA
-//! (`nats.tls_ca_file`, `rediss://` + `redis.tls_ca_file` and a client
-//! certificate) running a workflow; and an `http:` agent served over https
+//! with a `tls {}` block and redis-server on a TLS port only, both
+//! requiring client certificates; coordinator and workers configured with
+//! the CA and a client certificate (`nats.tls_*`, `rediss://` +
+//! `redis.tls_*`) running a workflow; and an `http:` agent served over https
 //! by a private CA (`worker.http_ca_file`).
 
 use std::path::{Path, PathBuf};
@@ -93,10 +93,11 @@ impl Pki {
     }
 }
 
-/// nats-server whose clients must speak TLS (server certificate from `pki`).
+/// nats-server whose clients must speak TLS and present a certificate
+/// signed by the CA (`verify: true`).
 fn tls_nats(pki: &Pki) -> Nats {
     Nats::start_with_config(&format!(
-        "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n  ca_file: \"{}\"\n  verify: false\n}}\n",
+        "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n  ca_file: \"{}\"\n  verify: true\n}}\n",
         pki.file("server.pem"),
         pki.file("server-key.pem"),
         pki.file("ca.pem"),
@@ -213,6 +214,11 @@ fn tls_env(pki: &Pki, nats: &Nats, redis: &TlsRedis) -> Vec<(String, String)> {
         ("CAUCUS_NATS_URL".into(), nats.url()),
         ("CAUCUS_NATS_TLS_REQUIRED".into(), "true".into()),
         ("CAUCUS_NATS_TLS_CA_FILE".into(), pki.file("ca.pem")),
+        ("CAUCUS_NATS_TLS_CERT_FILE".into(), pki.file("client.pem")),
+        (
+            "CAUCUS_NATS_TLS_KEY_FILE".into(),
+            pki.file("client-key.pem"),
+        ),
         ("CAUCUS_REDIS_URL".into(), redis.url()),
         ("CAUCUS_REDIS_TLS_CA_FILE".into(), pki.file("ca.pem")),
         ("CAUCUS_REDIS_TLS_CERT_FILE".into(), pki.file("client.pem")),
@@ -232,11 +238,13 @@ fn service(bin: &str, env: &[(String, String)], args: &[&str]) -> Service {
     b.start()
 }
 
-/// The test's own NATS client, verifying the server with the CA.
+/// The test's own NATS client: verifies the server with the CA, presents
+/// the client certificate.
 async fn tls_api(pki: &Pki, nats: &Nats) -> Api {
     let client = async_nats::ConnectOptions::new()
         .require_tls(true)
         .add_root_certificates(pki.path("ca.pem"))
+        .add_client_certificate(pki.path("client.pem"), pki.path("client-key.pem"))
         .connect(nats.url())
         .await
         .expect("connect to NATS over TLS");
