@@ -27,4 +27,22 @@ mod tests {
         let on: SecurityConfig = toml::from_str("require_identity = true").unwrap();
         assert!(on.require_identity);
     }
+
+    /// The variable `caucus auth init` writes into the coordinator's and
+    /// facilitator's env files reaches this key (either spelling).
+    #[test]
+    fn the_env_variable_sets_it() {
+        for var in [
+            "CAUCUS_SECURITY_REQUIRE_IDENTITY",
+            "CAUCUS_SECURITY__REQUIRE_IDENTITY",
+        ] {
+            let c = crate::config::ConfigLoader::new()
+                .env([(var.to_string(), "true".to_string())])
+                .load()
+                .unwrap();
+            assert!(c.security.require_identity, "{var}");
+        }
+        let off = crate::config::ConfigLoader::new().load().unwrap();
+        assert!(!off.security.require_identity);
+    }
 }
