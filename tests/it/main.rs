@@ -34,6 +34,7 @@ mod pause_resume;
 mod readme_walkthrough;
 mod reconcile;
 mod requests;
+mod security_roles;
 mod stack_env;
 mod submissions;
 mod tls;

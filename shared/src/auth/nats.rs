@@ -90,6 +90,9 @@ pub fn permissions(role: &Role, s: &Subjects) -> NatsPermissions {
     let p = s.prefix();
     let own = |v: &[&str]| v.iter().map(|x| format!("{p}.{x}")).collect::<Vec<_>>();
     let js_info = || vec!["$JS.API.INFO".to_string()];
+    // Services bind to every stream at start (shared::nats::bind): the
+    // streams' configuration and counts are readable by every service.
+    let stream_info = || vec!["$JS.API.STREAM.INFO.*".to_string()];
     // Services answer `<svc>.health` for each other and for healthchecks
     // run with the service's own credentials.
     let health = || vec![format!("{p}.api.*.health")];
@@ -120,6 +123,7 @@ pub fn permissions(role: &Role, s: &Subjects) -> NatsPermissions {
         Role::Worker => NatsPermissions {
             publish_allow: [
                 js_info(),
+                stream_info(),
                 streams(
                     s,
                     &[StreamKind::Tasks, StreamKind::Messages, StreamKind::Debates],
@@ -155,6 +159,7 @@ pub fn permissions(role: &Role, s: &Subjects) -> NatsPermissions {
         Role::Facilitator => NatsPermissions {
             publish_allow: [
                 js_info(),
+                stream_info(),
                 streams(
                     s,
                     &[
@@ -174,6 +179,7 @@ pub fn permissions(role: &Role, s: &Subjects) -> NatsPermissions {
         Role::Correlator => NatsPermissions {
             publish_allow: [
                 js_info(),
+                stream_info(),
                 streams(s, &[StreamKind::Failures]),
                 CORRELATOR_BUCKETS.iter().flat_map(|b| kv(s, b)).collect(),
                 own(&["correlations", "control.batch_trigger", "alerts.>", "dlq.>"]),

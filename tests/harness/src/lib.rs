@@ -9,11 +9,13 @@
 mod nats;
 mod process;
 mod redis;
+mod secured;
 mod service;
 mod wait;
 
 pub use nats::Nats;
 pub use redis::Redis;
+pub use secured::{read_env_file, AclRedis, SecuredStack};
 pub use service::{bin_path, Service, ServiceBuilder, READY_MARKER};
 pub use wait::wait_until;
 

@@ -1,0 +1,351 @@
+//! Least privilege on real servers (docs/SECURITY.md): nats-server and
+//! redis-server run with the configuration `caucus auth init` writes, and
+//! every process with its role's env file.
+//!
+//! - a stock-analysis workflow completes under roles, and the NATS server
+//!   logged no permission violation on the way;
+//! - with the worker's credentials, a control command, the coordinator's
+//!   `gate_decide`, `submit` and `rerun`, deleting a stream and Redis
+//!   `FLUSHALL` are refused, and the refused command is not stored;
+//! - the publisher's credentials publish a finding (stored) but not a
+//!   control command;
+//! - anonymous NATS and Redis clients are refused.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream;
+use caucus_harness::{read_env_file, SecuredStack, Service};
+use caucus_shared::auth::{init, InitOptions};
+use caucus_shared::nats::api_request;
+use caucus_shared::subjects::Subjects;
+use serde_json::json;
+
+use crate::common::{eventually, fast_env, Api};
+
+const WAIT: Duration = Duration::from_secs(90);
+/// How long a refused request may wait for an answer that never comes.
+const REFUSED_WAIT: Duration = Duration::from_secs(2);
+const STOCK_AGENTS: &str = "screening,business,financial,strategy,valuation,report";
+
+/// Generates credentials into a temp dir and starts both servers with them.
+fn secured() -> (tempfile::TempDir, SecuredStack) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("auth");
+    init(&InitOptions {
+        dir: dir.clone(),
+        prefix: "caucus".into(),
+        operators: vec!["alice".into()],
+        rotate: false,
+    })
+    .expect("caucus auth init");
+    let stack = SecuredStack::start(&dir);
+    (tmp, stack)
+}
+
+fn start(
+    stack: &SecuredStack,
+    bin: &str,
+    role: &str,
+    args: &[&str],
+    extra: &[(&str, &str)],
+) -> Service {
+    let mut b = stack
+        .service(bin, &format!("{role}.env"))
+        .args(args.iter().copied());
+    for (k, v) in fast_env().into_iter().chain(extra.iter().copied()) {
+        b = b.env(k, v);
+    }
+    b.start()
+}
+
+/// A connection as `role`, recording every error the server reports on it
+/// (a permissions violation arrives that way, not as a reply).
+struct Conn {
+    nats: async_nats::Client,
+    errors: Arc<Mutex<Vec<String>>>,
+}
+
+impl Conn {
+    async fn open(stack: &SecuredStack, file: &str) -> Conn {
+        let env = read_env_file(&stack.auth_dir.join(file));
+        let get = |k: &str| {
+            env.iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| panic!("{file}: no {k}"))
+        };
+        let errors = Arc::new(Mutex::new(Vec::new()));
+        let seen = errors.clone();
+        let nats = async_nats::ConnectOptions::with_user_and_password(
+            get("CAUCUS_NATS_USER"),
+            get("CAUCUS_NATS_PASSWORD"),
+        )
+        .event_callback(move |e| {
+            let seen = seen.clone();
+            async move {
+                if let async_nats::Event::ServerError(e) = e {
+                    seen.lock().unwrap().push(e.to_string());
+                }
+            }
+        })
+        .connect(stack.nats.url())
+        .await
+        .unwrap_or_else(|e| panic!("connect as {file}: {e}"));
+        Conn { nats, errors }
+    }
+
+    /// Waits until the server reported a permissions violation naming
+    /// `subject`.
+    async fn wait_violation(&self, subject: &str) {
+        let errors = self.errors.clone();
+        let needle = subject.to_ascii_lowercase();
+        eventually(
+            &format!("a permissions violation for {subject}"),
+            Duration::from_secs(5),
+            || {
+                let errors = errors.clone();
+                let needle = needle.clone();
+                async move {
+                    errors
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .any(|e| {
+                            let e = e.to_ascii_lowercase();
+                            e.contains("permissions violation") && e.contains(&needle)
+                        })
+                        .then_some(())
+                }
+            },
+        )
+        .await
+    }
+}
+
+/// Permission violations the NATS server logged so far.
+fn violations(stack: &SecuredStack) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(stack.nats.dir())
+        .expect("nats dir")
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("nats-") && name.ends_with(".log") {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            out.extend(
+                text.lines()
+                    .filter(|l| l.contains("Permissions Violation"))
+                    .map(String::from),
+            );
+        }
+    }
+    out
+}
+
+/// Waits until the coordinator (the only service that administers
+/// streams) has created `stream`.
+async fn wait_stream(admin: &async_nats::Client, stream: &str) {
+    let js = jetstream::new(admin.clone());
+    eventually(&format!("stream {stream}"), WAIT, || {
+        let js = js.clone();
+        async move { js.get_stream(stream).await.ok().map(|_| ()) }
+    })
+    .await
+}
+
+/// Whether `stream` holds a message on exactly `subject`.
+async fn stored(admin: &async_nats::Client, stream: &str, subject: &str) -> bool {
+    let js = jetstream::new(admin.clone());
+    let s = js.get_stream(stream).await.expect("stream");
+    s.get_last_raw_message_by_subject(subject).await.is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stock_analysis_workflow_completes_under_roles() {
+    let (_tmp, stack) = secured();
+    let _c = start(&stack, "caucus-coordinator", "coordinator", &[], &[]);
+    let _f = start(
+        &stack,
+        "caucus-facilitator",
+        "facilitator",
+        &[],
+        &[
+            ("CAUCUS_FACILITATOR_FLUSH_TIMEOUT", "2s"),
+            ("CAUCUS_FACILITATOR_TIMER_TICK", "50ms"),
+            ("CAUCUS_FACILITATOR_MEDIATION_TIMEOUT", "2s"),
+            ("CAUCUS_FACILITATOR_HUMAN_TIMEOUT", "2s"),
+        ],
+    );
+    let _r = start(&stack, "caucus-correlator", "correlator", &[], &[]);
+    let _w = start(
+        &stack,
+        "caucus-worker",
+        "worker",
+        &[
+            "--agent",
+            STOCK_AGENTS,
+            "--slots",
+            "2",
+            "--handler",
+            "builtin",
+        ],
+        &[],
+    );
+    let operator = Conn::open(&stack, "operator.env").await;
+    let api = Api {
+        nats: operator.nats.clone(),
+        subjects: Subjects::default(),
+    };
+    let r = api
+        .call(
+            "coordinator",
+            "submit",
+            json!({"items": ["AAPL", "NVDA"], "pipeline": "stock-analysis",
+                   "time_unit_ms": 10, "auto_approve_gates": true}),
+        )
+        .await
+        .expect("submit as operator");
+    let ids: Vec<String> = r["workflow_ids"]
+        .as_array()
+        .expect("workflow ids")
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 2, "{r}");
+    let wfs = api.wait_completed(&ids, WAIT).await;
+    assert!(wfs.iter().all(|w| w["state"] == "completed"));
+    // Every service did its work within its role: nothing it tried was
+    // refused (a refusal it survived would hide a missing permission).
+    let refused = violations(&stack);
+    assert!(
+        refused.is_empty(),
+        "permission violations under roles:\n{}",
+        refused.join("\n")
+    );
+    assert!(operator.errors.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forbidden_actions_are_refused_and_leave_nothing_behind() {
+    let (_tmp, stack) = secured();
+    let _c = start(&stack, "caucus-coordinator", "coordinator", &[], &[]);
+    let admin = Conn::open(&stack, "admin.env").await;
+    wait_stream(&admin.nats, "CAUCUS_CONTROL").await;
+    wait_stream(&admin.nats, "CAUCUS_FINDINGS").await;
+    let s = Subjects::default();
+
+    // --- the worker ---
+    let worker = Conn::open(&stack, "worker.env").await;
+    let mut js = jetstream::new(worker.nats.clone());
+    js.set_timeout(REFUSED_WAIT);
+    let pause = s.control("pause_request");
+    let body = json!({"message_type": "pause_request"}).to_string();
+    let ack = match js.publish(pause.clone(), body.clone().into()).await {
+        Ok(ack) => ack.await,
+        Err(e) => Err(e),
+    };
+    assert!(
+        ack.is_err(),
+        "the worker's control command was acknowledged"
+    );
+    worker.wait_violation(&pause).await;
+    assert!(
+        !stored(&admin.nats, "CAUCUS_CONTROL", &pause).await,
+        "the refused control command is in CAUCUS_CONTROL"
+    );
+
+    for op in ["gate_decide", "submit", "rerun"] {
+        let subject = s.api("coordinator", op);
+        let r = api_request(
+            &worker.nats,
+            &s,
+            "coordinator",
+            op,
+            &json!({"workflow_id": "wf-x", "items": ["X"], "pipeline": "stock-analysis"}),
+            REFUSED_WAIT,
+        )
+        .await;
+        let e = r.expect_err(&format!("the worker's {op} was answered"));
+        assert!(
+            matches!(e.code.as_str(), "timeout" | "no_responders"),
+            "{op}: {e:?}"
+        );
+        worker.wait_violation(&subject).await;
+        // Nor as somebody: the `.as.<identity>` subjects are people's.
+        let as_alice = caucus_shared::api::identity::subject_as(&s, "coordinator", op, "alice");
+        let r = worker.nats.request(as_alice.clone(), "{}".into()).await;
+        assert!(r.is_err(), "{as_alice} was answered for the worker");
+        worker.wait_violation(&as_alice).await;
+    }
+
+    let tasks = s.stream(caucus_shared::subjects::StreamKind::Tasks);
+    assert!(
+        js.delete_stream(&tasks).await.is_err(),
+        "the worker deleted {tasks}"
+    );
+    worker
+        .wait_violation(&format!("$JS.API.STREAM.DELETE.{tasks}"))
+        .await;
+    wait_stream(&admin.nats, &tasks).await;
+
+    let w = stack.env_of("worker.env");
+    let get = |k: &str| w.iter().find(|(key, _)| key == k).unwrap().1.clone();
+    let (user, password) = (get("CAUCUS_REDIS_USERNAME"), get("CAUCUS_REDIS_PASSWORD"));
+    let flush = stack.redis.command_as(Some((&user, &password)), "FLUSHALL");
+    assert!(flush.starts_with("-NOPERM"), "worker FLUSHALL: {flush}");
+    let leader = stack.redis.command_as(
+        Some((&user, &password)),
+        "DEL caucus:{lock:coordinator-leader}",
+    );
+    assert!(
+        leader.starts_with("-NOPERM"),
+        "worker DEL leader lock: {leader}"
+    );
+    // Its own keys work: the refusals above are permissions, not a
+    // broken login.
+    let own = stack
+        .redis
+        .command_as(Some((&user, &password)), "GET caucus:{sem:x}:cap");
+    assert!(own.starts_with('$'), "worker GET own key: {own}");
+
+    // --- the publisher ---
+    let publisher = Conn::open(&stack, "publisher.env").await;
+    let mut pjs = jetstream::new(publisher.nats.clone());
+    pjs.set_timeout(REFUSED_WAIT);
+    let finding = s.findings("AAPL");
+    let ack = pjs
+        .publish(
+            finding.clone(),
+            json!({"message_type": "finding"}).to_string().into(),
+        )
+        .await
+        .expect("publish finding")
+        .await
+        .expect("the publisher's finding is acknowledged");
+    assert_eq!(ack.stream, "CAUCUS_FINDINGS");
+    assert!(stored(&admin.nats, "CAUCUS_FINDINGS", &finding).await);
+    let resume = s.control("resume_command");
+    let ack = match pjs.publish(resume.clone(), body.into()).await {
+        Ok(ack) => ack.await,
+        Err(e) => Err(e),
+    };
+    assert!(
+        ack.is_err(),
+        "the publisher's control command was acknowledged"
+    );
+    publisher.wait_violation(&resume).await;
+    assert!(!stored(&admin.nats, "CAUCUS_CONTROL", &resume).await);
+
+    // --- anonymous ---
+    let anonymous = async_nats::ConnectOptions::new()
+        .connect(stack.nats.url())
+        .await;
+    assert!(anonymous.is_err(), "an anonymous NATS client was let in");
+    let wrong = async_nats::ConnectOptions::with_user_and_password("worker".into(), "guess".into())
+        .connect(stack.nats.url())
+        .await;
+    assert!(wrong.is_err(), "a wrong password was let in");
+    let anon = stack.redis.command_as(None, "GET caucus:{sem:x}:cap");
+    assert!(anon.starts_with("-NOAUTH"), "anonymous Redis: {anon}");
+}
