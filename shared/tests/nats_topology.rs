@@ -118,3 +118,69 @@ async fn the_dlq_window_never_exceeds_a_short_max_age() {
     let c = topology::stream_config(&Subjects::default(), StreamKind::Events, &cfg);
     assert_eq!(c.duplicate_window, Duration::from_secs(30));
 }
+
+/// A binder (worker, facilitator, correlator) never creates: while a
+/// consumer or bucket is missing it fails naming it and what creates it;
+/// once the administrator ran, it binds to exactly that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binders_wait_for_what_the_administrator_creates() -> anyhow::Result<()> {
+    use caucus_shared::nats::{admin, bind, consumers};
+
+    let server = Nats::start();
+    let mut cfg = config_for(&server);
+    // The administrator's settings are the ones the consumers get.
+    cfg.worker.max_deliver = 5;
+    let subjects = Subjects::new("acme");
+    let js = jetstream::new(nats::connect(&cfg.nats, "bind-test").await?);
+    let short = bind::BindBudget {
+        total: Duration::from_millis(300),
+        max_pause: Duration::from_millis(100),
+    };
+    let spec = consumers::task_consumer(&subjects, "valuation", Duration::from_secs(30), 5);
+
+    let err = bind::streams(&js, &subjects, short).await.unwrap_err();
+    assert!(err.to_string().contains("stream ACME_"), "{err}");
+    assert!(err.to_string().contains("`caucus init`"), "{err}");
+    let err = bind::consumer(&js, &spec, short).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("consumer workers-valuation on ACME_TASKS does not exist"),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("caucus init --agent-types valuation"),
+        "{err}"
+    );
+    // Binding created nothing.
+    assert!(js.get_stream("ACME_TASKS").await.is_err());
+
+    nats::ensure_streams(&js, &subjects, &cfg).await?;
+    let err = bind::consumer(&js, &spec, short).await.unwrap_err();
+    assert!(err.to_string().contains("does not exist"), "{err}");
+    let err = bind::kv(&js, &subjects, "debates", short)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("kv bucket acme_debates does not exist"),
+        "{err}"
+    );
+
+    let done = admin::everything(&js, &subjects, &cfg, &["valuation".to_string()]).await?;
+    assert!(done
+        .consumers
+        .contains(&"workers-valuation on ACME_TASKS".to_string()));
+    bind::streams(&js, &subjects, short).await?;
+    let mut bound = bind::consumer(&js, &spec, short).await?;
+    let info = bound.info().await?;
+    assert_eq!(info.config.filter_subject, "acme.tasks.valuation");
+    assert_eq!(info.config.max_deliver, 5);
+    for b in ["debates", "credibility", "facilitator", "correlations"] {
+        bind::kv(&js, &subjects, b, short).await?;
+    }
+    for spec in consumers::fixed(&subjects, &cfg) {
+        bind::consumer(&js, &spec, short).await?;
+    }
+    Ok(())
+}

@@ -38,5 +38,6 @@ mod security_roles;
 mod stack_env;
 mod submissions;
 mod tls;
+mod topology_admin;
 mod watch_at_gate;
 mod worker_confirmations;
