@@ -366,7 +366,6 @@ async fn read_request<S: tokio::io::AsyncRead + Unpin>(s: &mut S) -> Option<Vec<
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "until caucus-worker's main builds its handler with handler::http_client(&cfg.worker) (worker.http_ca_file)"]
 async fn an_http_agent_is_reached_over_https_with_a_private_ca() {
     let pki = Pki::generate();
     let hits = Arc::new(AtomicUsize::new(0));
