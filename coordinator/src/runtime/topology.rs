@@ -83,3 +83,15 @@ pub async fn watch(deps: CoordinatorDeps, mut known: HashSet<String>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_pipelines_name_their_agent_types() {
+        let types = builtin_agent_types();
+        assert!(types.contains("valuation"), "{types:?}");
+        assert!(types.iter().all(|t| !t.is_empty()));
+    }
+}
