@@ -151,7 +151,8 @@ impl Service {
         let tasks = Tasks::new(health.clone());
         let api = ApiServer::new(client.clone(), subjects.clone(), service)
             .with_instance_id(instance_id.clone())
-            .with_health(health.clone());
+            .with_health(health.clone())
+            .with_require_identity(config.security.require_identity);
         let ctx = ServiceContext {
             service: service.to_string(),
             instance_id,
