@@ -289,6 +289,43 @@ async fn forbidden_actions_are_refused_and_leave_nothing_behind() {
         .await;
     wait_stream(&admin.nats, &tasks).await;
 
+    // Nor create (or re-configure) a durable consumer: the named create
+    // subject is not the worker's, and on the bare one it may use for
+    // ordered consumers the server refuses a durable name.
+    let messages = s.stream(caucus_shared::subjects::StreamKind::Messages);
+    for (subject, durable) in [
+        (
+            format!("$JS.API.CONSUMER.CREATE.{messages}.facilitator-msg"),
+            "facilitator-msg",
+        ),
+        (format!("$JS.API.CONSUMER.CREATE.{messages}"), "stolen"),
+    ] {
+        let req = json!({"stream_name": messages,
+                         "config": {"durable_name": durable, "ack_policy": "explicit",
+                                    "filter_subject": "caucus.msg.>"}});
+        let r = tokio::time::timeout(
+            REFUSED_WAIT * 2,
+            worker.nats.request(subject.clone(), req.to_string().into()),
+        )
+        .await;
+        if let Ok(Ok(reply)) = &r {
+            let text = String::from_utf8_lossy(&reply.payload);
+            assert!(text.contains("\"error\""), "{subject}: {text}");
+        }
+        let names: Vec<String> = {
+            let js = jetstream::new(admin.nats.clone());
+            let stream = js.get_stream(&messages).await.expect("messages stream");
+            let mut names = stream.consumer_names();
+            let mut out = Vec::new();
+            use futures::StreamExt;
+            while let Some(n) = names.next().await {
+                out.push(n.expect("consumer name"));
+            }
+            out
+        };
+        assert!(!names.contains(&"stolen".to_string()), "{names:?}");
+    }
+
     let w = stack.env_of("worker.env");
     let get = |k: &str| w.iter().find(|(key, _)| key == k).unwrap().1.clone();
     let (user, password) = (get("CAUCUS_REDIS_USERNAME"), get("CAUCUS_REDIS_PASSWORD"));
