@@ -135,7 +135,10 @@ fn violations(stack: &SecuredStack) -> Vec<String> {
             let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
             out.extend(
                 text.lines()
-                    .filter(|l| l.contains("Permissions Violation"))
+                    // `[ERR] … - "$G/user:worker" - Publish Violation - Subject "…"`
+                    .filter(|l| {
+                        l.contains("Publish Violation") || l.contains("Subscription Violation")
+                    })
                     .map(String::from),
             );
         }

@@ -34,6 +34,10 @@ const AGENT_DEBATE_EVENTS: [&str; 4] = ["challenge", "ack", "evidence", "verdict
 
 /// Replies to requests and JetStream publish acks arrive on `_INBOX.…`.
 const INBOX: &str = "_INBOX.>";
+/// `shared::nats::round_trip` sends a request nobody serves to learn that
+/// the server processed everything before it (an API server is ready
+/// only then); nobody may subscribe to it.
+const RTT: &str = "_CAUCUS.rtt.*";
 
 /// Stream administration: nobody but the coordinator and the admin.
 pub fn admin_subjects() -> Vec<String> {
@@ -89,7 +93,7 @@ const CORRELATOR_BUCKETS: [&str; 1] = ["correlations"];
 pub fn permissions(role: &Role, s: &Subjects) -> NatsPermissions {
     let p = s.prefix();
     let own = |v: &[&str]| v.iter().map(|x| format!("{p}.{x}")).collect::<Vec<_>>();
-    let js_info = || vec!["$JS.API.INFO".to_string()];
+    let js_info = || vec!["$JS.API.INFO".to_string(), RTT.to_string()];
     // Services bind to every stream at start (shared::nats::bind): the
     // streams' configuration and counts are readable by every service.
     let stream_info = || vec!["$JS.API.STREAM.INFO.*".to_string()];
@@ -113,12 +117,22 @@ pub fn permissions(role: &Role, s: &Subjects) -> NatsPermissions {
             // It creates and updates every stream, consumer and bucket, and
             // publishes on every stream of the topology.
             publish_allow: [
-                vec!["$JS.API.>".to_string(), "$JS.ACK.>".into(), "$KV.>".into()],
+                vec![
+                    "$JS.API.>".to_string(),
+                    "$JS.ACK.>".into(),
+                    "$KV.>".into(),
+                    RTT.into(),
+                ],
                 vec![format!("{p}.>")],
             ]
             .concat(),
             publish_deny: vec![format!("{p}.api.*.*.as.>")],
-            subscribe_allow: vec![INBOX.into(), format!("{p}.api.coordinator.>")],
+            // Advisories: a task that ran out of deliveries.
+            subscribe_allow: vec![
+                INBOX.into(),
+                format!("{p}.api.coordinator.>"),
+                "$JS.EVENT.ADVISORY.>".into(),
+            ],
         },
         Role::Worker => NatsPermissions {
             publish_allow: [
@@ -135,6 +149,9 @@ pub fn permissions(role: &Role, s: &Subjects) -> NatsPermissions {
                     "dlq.>",
                     "msg.>",
                 ]),
+                // Confirmations of the facilitator's flush requests go to
+                // the request's `reply_to`, the facilitator's inbox.
+                vec![INBOX.to_string()],
                 AGENT_DEBATE_EVENTS
                     .iter()
                     .map(|e| format!("{p}.debates.*.{e}"))
@@ -154,7 +171,8 @@ pub fn permissions(role: &Role, s: &Subjects) -> NatsPermissions {
                 ]),
             ]
             .concat(),
-            subscribe_allow: vec![INBOX.into()],
+            // Its `health` (every service serves its API).
+            subscribe_allow: vec![INBOX.into(), format!("{p}.api.worker.>")],
         },
         Role::Facilitator => NatsPermissions {
             publish_allow: [
