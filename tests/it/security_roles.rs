@@ -227,6 +227,12 @@ async fn a_stock_analysis_workflow_completes_under_roles() {
         refused.join("\n")
     );
     assert!(operator.errors.lock().unwrap().is_empty());
+    // Nor in Redis: the ACL log records every command or key refused.
+    let refused = stack.redis.command("ACL LOG");
+    assert_eq!(
+        refused, "*0\r\n",
+        "Redis refused commands under roles: {refused}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,9 +11,11 @@
 use super::Role;
 
 /// Commands of every service role: connection handling, the scripts, and
-/// the read/write commands the scripts call, minus everything dangerous.
+/// the read/write commands the scripts call, minus everything dangerous;
+/// `UNWATCH` is how the connection pool (deadpool-redis) checks a pooled
+/// connection before reuse.
 pub const SERVICE_COMMANDS: &str = "-@all +@read +@write +@connection -@dangerous \
-     +evalsha +eval +script|load +script|exists +ping +time +select";
+     +evalsha +eval +script|load +script|exists +ping +time +select +unwatch";
 
 /// The Redis rules of `role` under key prefix `prefix` (without the user
 /// name and password); `None` for a role that does not use Redis.

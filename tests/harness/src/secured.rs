@@ -172,33 +172,43 @@ fn raw_as(port: u16, auth: Option<(&str, &str)>, line: &str) -> std::io::Result<
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
-/// The `n`-th reply of `text` when `n` whole simple replies are in (each
-/// `+…`, `-…`, `:…` line or `$len` bulk string); `None` while incomplete.
-/// An error reply to AUTH ends the exchange early: it is returned.
+/// The length of the whole RESP reply at the start of `text` (simple
+/// lines, bulk strings, arrays of them, nested); `None` while incomplete.
+fn reply_len(text: &str) -> Option<usize> {
+    let end = text.find("\r\n")?;
+    let head = &text[..end];
+    let after = end + 2;
+    if let Some(len) = head.strip_prefix('$') {
+        let len: i64 = len.parse().ok()?;
+        if len < 0 {
+            return Some(after);
+        }
+        let total = after + len as usize + 2;
+        return (text.len() >= total).then_some(total);
+    }
+    if let Some(n) = head.strip_prefix('*') {
+        let n: i64 = n.parse().ok()?;
+        let mut at = after;
+        for _ in 0..n.max(0) {
+            at += reply_len(&text[at..])?;
+        }
+        return Some(at);
+    }
+    Some(after)
+}
+
+/// The `n`-th reply of `text` when `n` whole replies are in; `None` while
+/// incomplete. An error reply to AUTH ends the exchange early: it is
+/// returned.
 fn complete_replies(text: &str, n: usize) -> Option<String> {
     let mut rest = text;
     for i in 0..n {
-        let end = rest.find("\r\n")?;
-        let head = &rest[..end];
-        let reply_len = if let Some(len) = head.strip_prefix('$') {
-            let len: i64 = len.parse().ok()?;
-            if len < 0 {
-                end + 2
-            } else {
-                let total = end + 2 + len as usize + 2;
-                if rest.len() < total {
-                    return None;
-                }
-                total
-            }
-        } else {
-            end + 2
-        };
-        let reply = &rest[..reply_len];
+        let len = reply_len(rest)?;
+        let reply = &rest[..len];
         if i + 1 == n || (n == 2 && i == 0 && reply.starts_with('-')) {
             return Some(reply.to_string());
         }
-        rest = &rest[reply_len..];
+        rest = &rest[len..];
     }
     None
 }
@@ -282,6 +292,11 @@ mod tests {
             Some("$3\r\nabc\r\n")
         );
         assert_eq!(complete_replies("+OK\r\n$10\r\nabc", 2), None);
+        assert_eq!(complete_replies("+OK\r\n*2\r\n$1\r\na\r\n", 2), None);
+        assert_eq!(
+            complete_replies("+OK\r\n*2\r\n$1\r\na\r\n*1\r\n:1\r\n", 2).as_deref(),
+            Some("*2\r\n$1\r\na\r\n*1\r\n:1\r\n")
+        );
         assert_eq!(
             complete_replies("-WRONGPASS x\r\n", 2).as_deref(),
             Some("-WRONGPASS x\r\n")
