@@ -165,12 +165,18 @@ fn stream_lookup_error(e: async_nats::jetstream::context::GetStreamError) -> Loo
 
 const STREAMS_BY: &str = "the coordinator creates it at start; or run `caucus init`";
 
-/// Waits until every stream of [`StreamKind::ALL`] exists.
+/// Waits until every stream of [`StreamKind::ALL`] exists, within one
+/// `budget` for them all.
 pub async fn streams(js: &Context, subjects: &Subjects, budget: BindBudget) -> Result<(), Error> {
+    let started = Instant::now();
     for kind in StreamKind::ALL {
         let name = subjects.stream(kind);
         let what = format!("stream {name}");
-        wait_for(&what, STREAMS_BY, budget, || lookup_stream(js, &name))
+        let left = BindBudget {
+            total: budget.total.saturating_sub(started.elapsed()),
+            ..budget
+        };
+        wait_for(&what, STREAMS_BY, left, || lookup_stream(js, &name))
             .await
             .map_err(Error::nats)?;
     }
