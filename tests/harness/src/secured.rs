@@ -248,23 +248,14 @@ impl SecuredStack {
     }
 
     /// Everything a process of role file `file` needs: the servers' URLs
-    /// and the file's credentials. The Redis URL carries the role's
-    /// credentials too, so a binary that reads only `redis.url` connects
-    /// as the role as well.
+    /// (without credentials) and the file's `CAUCUS_*` lines, as
+    /// `scripts/stack` passes them.
     pub fn env(&self, file: &str) -> Vec<(String, String)> {
-        let creds = self.env_of(file);
-        let redis = match (
-            lookup(&creds, "CAUCUS_REDIS_USERNAME"),
-            lookup(&creds, "CAUCUS_REDIS_PASSWORD"),
-        ) {
-            (Some(u), Some(p)) => format!("redis://{u}:{p}@127.0.0.1:{}", self.redis.port()),
-            _ => self.redis.url(),
-        };
         let mut out = vec![
             ("CAUCUS_NATS_URL".to_string(), self.nats.url()),
-            ("CAUCUS_REDIS_URL".to_string(), redis),
+            ("CAUCUS_REDIS_URL".to_string(), self.redis.url()),
         ];
-        out.extend(creds);
+        out.extend(self.env_of(file));
         out
     }
 
