@@ -126,7 +126,10 @@ pub fn permissions(role: &Role, s: &Subjects) -> NatsPermissions {
                 vec![format!("{p}.>")],
             ]
             .concat(),
-            publish_deny: vec![format!("{p}.api.*.*.as.>")],
+            // No deny: it relays a person's gate review to the facilitator
+            // as that person (`facilitator.gate_review.as.<name>`), so the
+            // facilitator records who decided.
+            publish_deny: vec![],
             // Advisories: a task that ran out of deliveries.
             subscribe_allow: vec![
                 INBOX.into(),
