@@ -516,3 +516,74 @@ async fn a_person_acts_only_as_themselves() {
         .expect("the operator's gate_decide is answered");
     assert!(String::from_utf8_lossy(&reply.payload).contains("\"error\""));
 }
+
+/// An outside service's failures (publisher role) reach the correlator,
+/// which correlates them and publishes its detection, the batch trigger and
+/// the cards under its own role.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_from_a_publisher_are_correlated_under_roles() {
+    use caucus_shared::envelope::Envelope;
+    use caucus_shared::messages::AgentFailureEvent;
+    use chrono::{TimeDelta, Utc};
+
+    let (_tmp, stack) = secured();
+    let _c = start(&stack, "caucus-coordinator", "coordinator", &[], &[]);
+    let k = start(
+        &stack,
+        "caucus-correlator",
+        "correlator",
+        &[],
+        &[("CAUCUS_CORRELATOR_LEADER_LEASE", "1s")],
+    );
+    k.wait_for_output("consuming failures", WAIT);
+    let publisher = Conn::open(&stack, "publisher.env").await;
+    let js = jetstream::new(publisher.nats.clone());
+    let s = Subjects::default();
+    let base = Utc::now();
+    for (i, t) in ["AAPL", "MSFT", "GOOGL", "AMZN", "TSLA"].iter().enumerate() {
+        let at = base + TimeDelta::seconds(12 * i as i64);
+        let content = AgentFailureEvent {
+            stock_ticker: t.to_string(),
+            agent_type: "valuation".into(),
+            error_type: "QuotaError".into(),
+            error_message: format!(
+                "Koyfin API error 429: quota exceeded (1000/1000 calls used) at {}",
+                at.to_rfc3339()
+            ),
+            data_source: Some("koyfin".into()),
+            timestamp: Some(at),
+            workflow_id: Some(format!("wf-{t}")),
+            task_id: Some(format!("wf-{t}/valuation")),
+        };
+        let env = Envelope::with_content("valuation_agent", &content).expect("envelope");
+        js.publish(s.failures("valuation"), env.to_bytes())
+            .await
+            .expect("publish failure")
+            .await
+            .expect("the publisher's failure is acknowledged");
+    }
+    let admin = Conn::open(&stack, "admin.env").await;
+    for (stream, subject) in [
+        ("CAUCUS_CONTROL", s.correlations()),
+        ("CAUCUS_CONTROL", s.control("batch_trigger")),
+        ("CAUCUS_EVENTS", s.alerts("high")),
+    ] {
+        let nats = admin.nats.clone();
+        eventually(&format!("{subject} in {stream}"), WAIT, || {
+            let (nats, subject) = (nats.clone(), subject.clone());
+            async move { stored(&nats, stream, &subject).await.then_some(()) }
+        })
+        .await;
+    }
+    let refused = violations(&stack);
+    assert!(
+        refused.is_empty(),
+        "permission violations under roles:\n{}",
+        refused.join("\n")
+    );
+    let refused = stack.redis.command("ACL LOG");
+    assert_eq!(
+        refused, "*0\r\n",
+        "Redis refused commands under roles: {refused}"
+    );
+}
