@@ -20,7 +20,7 @@ use crate::root_cause::RootCause;
 use crate::signature::Signature;
 
 /// KV bucket of correlation records (`<prefix>_correlations`).
-pub const CORRELATIONS_BUCKET: &str = "correlations";
+pub const CORRELATIONS_BUCKET: &str = caucus_shared::nats::buckets::CORRELATIONS;
 
 /// Schema version of [`CorrelationRecord`].
 pub const RECORD_SCHEMA_VERSION: u32 = 1;

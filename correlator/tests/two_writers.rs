@@ -74,7 +74,9 @@ async fn two_active_processors_publish_every_effect_once() {
     let js = jetstream::new(client);
     let subjects = Subjects::default();
     let config = Config::default();
-    caucus_shared::nats::ensure_streams(&js, &subjects, &config)
+    // Streams and the correlations bucket, as the coordinator makes them
+    // (open_store only binds).
+    caucus_shared::nats::admin::fixed(&js, &subjects, &config)
         .await
         .unwrap();
     let store = open_store(&js, &subjects, &config).await.unwrap();

@@ -149,6 +149,14 @@ async fn call(nats: &async_nats::Client, op: &str, body: Value) -> Value {
 }
 
 async fn e2e_l2(stack: &Stack, pairs: usize, per_pair: usize) -> f64 {
+    // The facilitator binds: create what the coordinator would.
+    let mut cfg = Config::default();
+    cfg.nats.url = stack.nats.url();
+    cfg.nats.stream_max_bytes = STREAM_MAX_BYTES;
+    let admin = async_nats::jetstream::new(async_nats::connect(stack.nats.url()).await.unwrap());
+    caucus_shared::nats::admin::fixed(&admin, &Subjects::default(), &cfg)
+        .await
+        .unwrap();
     let _fac = stack
         .service("caucus-facilitator")
         .env("CAUCUS_TELEMETRY_LOG_LEVEL", "info")

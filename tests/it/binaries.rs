@@ -37,6 +37,13 @@ fn spec(bin: &str) -> (&'static str, &'static str, &'static [&'static str]) {
 async fn ready_answers_health_and_drains_on_sigterm(bin: &str) -> anyhow::Result<()> {
     let (bin, service, args) = spec(bin);
     let stack = Stack::start();
+    // What the coordinator would create (a worker's consumers included).
+    let types: Vec<&str> = args
+        .windows(2)
+        .filter(|w| w[0] == "--agent")
+        .flat_map(|w| w[1].split(','))
+        .collect();
+    crate::topology_admin::init(&stack, &types, &[]);
     let mut svc = stack.service(bin).args(args.iter().copied()).start();
     let out = svc.output();
     let ready = out
@@ -209,6 +216,7 @@ async fn the_api_span_is_exported_as_a_child_of_the_callers_span() -> anyhow::Re
         .await
         .map_err(|e| anyhow::anyhow!("collector: {e}"))?;
     let stack = Stack::start();
+    crate::topology_admin::init(&stack, &["valuation"], &[]);
     let mut svc = stack
         .service("caucus-worker")
         .args(["--agent", "valuation"])

@@ -54,6 +54,14 @@ pub fn worker(
     for (k, v) in fast_env().into_iter().chain(extra.iter().copied()) {
         b = b.env(k, v);
     }
+    // Its consumers come from the coordinator or `caucus init`; tests may
+    // start a worker first.
+    let types: Vec<&str> = agents.split(',').collect();
+    let env: Vec<_> = fast_env()
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
+    crate::topology_admin::init(stack, &types, &env);
     b.start()
 }
 

@@ -31,6 +31,8 @@ fn correlator(stack: &Stack, extra: &[(&str, &str)]) -> Service {
     for (k, v) in extra {
         b = b.env(*k, *v);
     }
+    // Its bucket and consumer come from the coordinator or `caucus init`.
+    crate::topology_admin::init(stack, &[], extra);
     b.start()
 }
 

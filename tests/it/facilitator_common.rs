@@ -39,6 +39,14 @@ pub fn facilitator(stack: &Stack, extra: &[(&str, &str)]) -> Service {
     for (k, v) in extra {
         b = b.env(*k, *v);
     }
+    // Its buckets and consumers come from the coordinator or `caucus init`.
+    let env: Vec<(&str, &str)> = base
+        .iter()
+        .copied()
+        .filter(|(k, _)| !extra.iter().any(|(x, _)| x == k))
+        .chain(extra.iter().copied())
+        .collect();
+    crate::topology_admin::init(stack, &[], &env);
     b.start()
 }
 

@@ -92,6 +92,7 @@ async fn stopped_redis_degrades_health_and_status_says_unavailable_not_standby()
     c.wait_for_output("leading", Duration::from_secs(20));
     wait_health(&api, "coordinator", "ok", Duration::from_secs(10)).await;
     wait_health(&api, "worker", "ok", Duration::from_secs(10)).await;
+    w.wait_for_output("registered", Duration::from_secs(20));
     status_once(&api).await.expect("status while leading");
 
     let redis_pid = stack.redis.pid().expect("redis pid");
@@ -146,6 +147,9 @@ async fn killed_redis_degrades_health_until_it_restarts() {
     wait_health(&api, "coordinator", "ok", Duration::from_secs(10)).await;
     wait_health(&api, "worker", "ok", Duration::from_secs(10)).await;
 
+    // Registered in Redis (and bound to its consumers) before Redis goes:
+    // a worker that cannot register at start exits instead.
+    w.wait_for_output("registered", Duration::from_secs(20));
     stack.redis.kill();
     wait_health(&api, "coordinator", "degraded", LEASE).await;
     wait_health(&api, "worker", "degraded", LEASE).await;
@@ -176,6 +180,7 @@ async fn killed_redis_degrades_health_until_it_restarts() {
 #[tokio::test(flavor = "multi_thread")]
 async fn correlator_health_names_the_leader_lease_while_redis_is_gone() {
     let mut stack = Stack::start();
+    crate::topology_admin::init(&stack, &[], &[]);
     let c = stack
         .service("caucus-correlator")
         .env("CAUCUS_CORRELATOR_LEADER_LEASE", "3s")

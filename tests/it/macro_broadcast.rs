@@ -212,6 +212,7 @@ async fn broadcast_stored_at(api: &Api) -> chrono::DateTime<chrono::Utc> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_macro_agent_broadcasts_and_the_coordinator_and_facilitator_react() {
     let stack = Stack::start();
+    crate::topology_admin::init(&stack, &[], &[]);
     let mut fac = stack
         .service("caucus-facilitator")
         .env("CAUCUS_FACILITATOR_CURRENT_REGIME", "BULL_LOW_RATES")

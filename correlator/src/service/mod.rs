@@ -26,7 +26,7 @@ use async_nats::jetstream;
 use tokio_util::sync::CancellationToken;
 
 use caucus_shared::api::correlator::{Alerts, Correlations};
-use caucus_shared::nats::topology::ensure_kv;
+use caucus_shared::nats::bind::{self, BindBudget};
 use caucus_shared::redis::OwnedLock;
 use caucus_shared::service::{Service, ServiceContext};
 use caucus_shared::subjects::{StreamKind, Subjects};
@@ -57,22 +57,19 @@ pub enum ServiceError {
     Service(#[from] caucus_shared::Error),
 }
 
-/// Opens (creating if needed) the `correlations` bucket.
+/// Binds to the `correlations` bucket (created by the coordinator or
+/// `caucus init`), waiting for it within the `[nats]` bind budget.
 pub async fn open_store(
     js: &jetstream::Context,
     subjects: &Subjects,
     config: &Config,
 ) -> Result<CorrelationStore, ServiceError> {
-    let kv = ensure_kv(
-        js,
-        subjects,
-        CORRELATIONS_BUCKET,
-        1,
-        config.correlator.record_ttl,
-        config.nats.replicas,
-    )
-    .await
-    .map_err(ServiceError::Store)?;
+    // The coordinator or `caucus init` creates the bucket
+    // (caucus_shared::nats::buckets); the correlator only binds.
+    let budget = BindBudget::from_config(&config.nats);
+    let kv = bind::kv(js, subjects, CORRELATIONS_BUCKET, budget)
+        .await
+        .map_err(ServiceError::Store)?;
     Ok(CorrelationStore::new(kv))
 }
 

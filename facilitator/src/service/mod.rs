@@ -18,10 +18,10 @@ pub mod sync;
 pub mod timer;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use caucus_shared::config::{FacilitatorConfig, InvalidSetting};
-use caucus_shared::nats::ensure_kv;
+use caucus_shared::nats::bind::{self, BindBudget};
+use caucus_shared::nats::buckets;
 use caucus_shared::service::{Exit, Service, ServiceContext};
 use caucus_shared::Error;
 
@@ -33,9 +33,9 @@ use crate::debate::Timeouts;
 use crate::impact::ImpactParams;
 
 /// KV bucket of debates (`<prefix>_debates`).
-pub const DEBATES_BUCKET: &str = "debates";
+pub const DEBATES_BUCKET: &str = buckets::DEBATES;
 /// KV bucket of track records (`<prefix>_credibility`).
-pub const CREDIBILITY_BUCKET: &str = "credibility";
+pub const CREDIBILITY_BUCKET: &str = buckets::CREDIBILITY;
 
 /// Checks the `[facilitator]` section.
 pub fn validate_config(cfg: &FacilitatorConfig) -> Result<(), StartError> {
@@ -61,34 +61,12 @@ pub fn validate_config(cfg: &FacilitatorConfig) -> Result<(), StartError> {
 /// Builds the facilitator on a started service's context.
 pub async fn build(ctx: &ServiceContext) -> Result<Facilitator, Error> {
     let cfg = &ctx.config.facilitator;
-    let replicas = ctx.config.nats.replicas;
-    let debates = ensure_kv(
-        &ctx.js,
-        &ctx.subjects,
-        DEBATES_BUCKET,
-        5,
-        cfg.debate_retention,
-        replicas,
-    )
-    .await?;
-    let tracks = ensure_kv(
-        &ctx.js,
-        &ctx.subjects,
-        CREDIBILITY_BUCKET,
-        1,
-        Duration::ZERO,
-        replicas,
-    )
-    .await?;
-    let state = ensure_kv(
-        &ctx.js,
-        &ctx.subjects,
-        regime::STATE_BUCKET,
-        1,
-        Duration::ZERO,
-        replicas,
-    )
-    .await?;
+    // The coordinator or `caucus init` creates the buckets
+    // (caucus_shared::nats::buckets); the facilitator only binds.
+    let budget = BindBudget::from_config(&ctx.config.nats);
+    let debates = bind::kv(&ctx.js, &ctx.subjects, DEBATES_BUCKET, budget).await?;
+    let tracks = bind::kv(&ctx.js, &ctx.subjects, CREDIBILITY_BUCKET, budget).await?;
+    let state = bind::kv(&ctx.js, &ctx.subjects, regime::STATE_BUCKET, budget).await?;
     let regime = regime::CurrentRegime::open(state, &cfg.current_regime).await;
     Ok(Facilitator {
         debates: store::DebateStore::new(debates),
