@@ -326,6 +326,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             let subjects = caucus_shared::subjects::Subjects::new(config.subject_prefix.clone());
             broadcast::run(&client, &subjects, &args, cli.json).await
         }
-        Command::Up | Command::Down | Command::Init(_) | Command::Auth(_) => unreachable!("handled above"),
+        Command::Up | Command::Down | Command::Init(_) | Command::Auth(_) => {
+            unreachable!("handled above")
+        }
     }
 }
