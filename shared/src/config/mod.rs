@@ -145,6 +145,12 @@ impl Config {
         if self.worker.max_output_bytes == 0 {
             return bad("worker.max_output_bytes must be > 0".into());
         }
+        if self.worker.exec_max_output_bytes == 0 {
+            return bad("worker.exec_max_output_bytes must be > 0".into());
+        }
+        if self.worker.exec_max_stderr_bytes == 0 {
+            return bad("worker.exec_max_stderr_bytes must be > 0".into());
+        }
         let gap = self.worker.margin_debate_gap;
         if !(gap.is_finite() && gap >= 0.0) {
             return bad(format!(

@@ -14,7 +14,7 @@ pub enum LogFormat {
 }
 
 /// Logging and tracing settings.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct TelemetryConfig {
     /// `pretty` or `json`.
@@ -26,6 +26,21 @@ pub struct TelemetryConfig {
     pub otlp_endpoint: Option<String>,
     /// Fraction of root traces sampled (0.0–1.0).
     pub sample_ratio: f64,
+}
+
+// By hand: a password in the OTLP endpoint's URL must not reach a log.
+impl std::fmt::Debug for TelemetryConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelemetryConfig")
+            .field("log_format", &self.log_format)
+            .field("log_level", &self.log_level)
+            .field(
+                "otlp_endpoint",
+                &self.otlp_endpoint.as_deref().map(super::redact_url),
+            )
+            .field("sample_ratio", &self.sample_ratio)
+            .finish()
+    }
 }
 
 impl Default for TelemetryConfig {
