@@ -10,6 +10,7 @@
 //! Not a test: `cargo test` never runs it (a test-mode build of it, e.g.
 //! from `cargo test --all-targets`, exits at once).
 
+mod auth;
 mod durability;
 mod latency;
 mod memory;
@@ -54,6 +55,10 @@ const DURABILITY_RAW_TOTAL: usize = 3_000;
 /// (`CAUCUS_BENCH_TAKEOVER_FINISHED` overrides the history size).
 const TAKEOVER_FINISHED: usize = 1_000_000;
 const TAKEOVER_UNFINISHED: usize = 10_000;
+/// Authentication cost: pairs of runs (plain and auth) of scenario 1's
+/// workload with one worker (`CAUCUS_BENCH_AUTH_ROUNDS` overrides).
+const AUTH_ROUNDS: usize = 2;
+const AUTH_WORKERS: usize = 1;
 
 fn verdict(ok: bool) -> &'static str {
     if ok {
@@ -112,6 +117,9 @@ async fn all() -> Result<()> {
     }
     if selected(8) {
         takeover_with_history().await?;
+    }
+    if selected(9) {
+        authentication_cost().await?;
     }
     println!(
         "\ntotal bench time {:.0} s",
@@ -344,6 +352,36 @@ async fn takeover_with_history() -> Result<()> {
         r.unfinished,
         r.takeover.as_secs_f64(),
         verdict(r.takeover.as_secs_f64() < 10.0)
+    );
+    Ok(())
+}
+
+async fn authentication_cost() -> Result<()> {
+    let rounds = std::env::var("CAUCUS_BENCH_AUTH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(AUTH_ROUNDS);
+    println!("\n[9] authentication cost: scenario 1's workload ({THROUGHPUT_ITEMS} items x 6 no-op tasks, {AUTH_WORKERS} worker, {THROUGHPUT_SLOTS} slots/agent) without and with `caucus auth init` credentials, {rounds} round(s) alternating");
+    let c = auth::run(rounds, AUTH_WORKERS, THROUGHPUT_SLOTS, THROUGHPUT_ITEMS).await?;
+    for (on, r) in &c.runs {
+        let cpu: Vec<String> = r
+            .cpu
+            .iter()
+            .map(|(n, s)| format!("{n} {:.0} us", 1e6 * s / r.tasks as f64))
+            .collect();
+        println!(
+            "  {}: {:>6} tasks in {:>6.2} s = {:>7.0} tasks/s; CPU per task: {}",
+            if *on { "auth " } else { "plain" },
+            r.tasks,
+            r.secs,
+            r.tasks_per_sec(),
+            cpu.join(", ")
+        );
+    }
+    let (plain, auth) = (c.mean(false), c.mean(true));
+    println!(
+        "  mean plain {plain:.0} tasks/s, auth {auth:.0} tasks/s: auth/plain = {:.3}",
+        auth / plain
     );
     Ok(())
 }

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
-use caucus_harness::{Service, Stack};
+use caucus_harness::{Service, ServiceBuilder, Stack};
 use caucus_shared::nats::api_request;
 use caucus_shared::subjects::Subjects;
 use futures::StreamExt;
@@ -24,7 +24,12 @@ fn base_env() -> Vec<(&'static str, &'static str)> {
 
 /// Starts a coordinator on `stack`.
 pub fn coordinator(stack: &Stack) -> Service {
-    let mut b = stack.service("caucus-coordinator");
+    coordinator_from(stack.service("caucus-coordinator"))
+}
+
+/// Starts a coordinator from a builder that carries the servers' env
+/// (e.g. a role's credentials).
+pub fn coordinator_from(mut b: ServiceBuilder) -> Service {
     for (k, v) in base_env() {
         b = b.env(k, v);
     }
@@ -33,7 +38,12 @@ pub fn coordinator(stack: &Stack) -> Service {
 
 /// Starts a worker process.
 pub fn worker(stack: &Stack, agents: &str, slots: u32, handler: &str) -> Service {
-    let mut b = stack.service("caucus-worker").args([
+    worker_from(stack.service("caucus-worker"), agents, slots, handler)
+}
+
+/// Starts a worker process from a builder that carries the servers' env.
+pub fn worker_from(b: ServiceBuilder, agents: &str, slots: u32, handler: &str) -> Service {
+    let mut b = b.args([
         "--agent",
         agents,
         "--slots",
@@ -55,10 +65,17 @@ pub struct Api {
 
 impl Api {
     pub async fn connect(stack: &Stack) -> Result<Api> {
-        Ok(Api {
-            nats: async_nats::connect(stack.nats.url()).await?,
+        Ok(Api::with_client(
+            async_nats::connect(stack.nats.url()).await?,
+        ))
+    }
+
+    /// An API client on an open connection (e.g. one with credentials).
+    pub fn with_client(nats: async_nats::Client) -> Api {
+        Api {
+            nats,
             subjects: Subjects::default(),
-        })
+        }
     }
 
     /// One API call; while a fresh coordinator has not yet taken the

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use caucus_harness::Stack;
+use caucus_harness::{Service, Stack};
 use serde_json::json;
 
 use crate::support::{
@@ -53,14 +53,56 @@ pub async fn run_on(
     n_items: usize,
     timeout: Duration,
 ) -> Result<Run> {
-    let c = coordinator(&stack);
-    let w: Vec<_> = (0..workers)
+    let coordinator = coordinator(&stack);
+    let workers: Vec<_> = (0..workers)
         .map(|_| worker(&stack, STOCK_AGENTS, slots, "noop"))
         .collect();
     let api = Api::connect(&stack).await?;
-    api.wait_capacity(STOCK_AGENTS, slots as usize * workers)
+    let rig = Rig {
+        coordinator,
+        workers,
+        observer: api.nats.clone(),
+        api,
+        nats_pid: stack.nats.pid(),
+        redis_pid: server_pid("redis-server", stack.redis.port()),
+    };
+    // `stack` outlives the measurement: its servers stop when it drops.
+    measure(rig, slots, n_items, timeout).await
+}
+
+/// The started processes of one run and the connections that drive and
+/// watch it.
+pub struct Rig {
+    /// The coordinator, started first (it creates the streams).
+    pub coordinator: Service,
+    /// The worker processes, `--handler noop`, every stock-analysis agent.
+    pub workers: Vec<Service>,
+    /// Calls the control API (as the operator when authentication is on).
+    pub api: Api,
+    /// Counts completions off the event subjects and reads stream counts:
+    /// an instrument of the bench, not part of the workload.
+    pub observer: async_nats::Client,
+    /// nats-server's pid, for the CPU figures.
+    pub nats_pid: Option<u32>,
+    /// redis-server's pid, for the CPU figures.
+    pub redis_pid: Option<u32>,
+}
+
+/// Waits for `rig`'s workers to be seen, runs one warm-up workflow, then
+/// submits `n_items` and measures from the submit request to the last
+/// completed event.
+pub async fn measure(rig: Rig, slots: u32, n_items: usize, timeout: Duration) -> Result<Run> {
+    let Rig {
+        coordinator: c,
+        workers: w,
+        api,
+        observer,
+        nats_pid,
+        redis_pid,
+    } = rig;
+    api.wait_capacity(STOCK_AGENTS, slots as usize * w.len())
         .await?;
-    let mut done = Completions::subscribe(&api.nats).await?;
+    let mut done = Completions::subscribe(&observer).await?;
     // Warm-up: one workflow end to end before the clock starts. A fresh
     // Redis has no semaphore epoch, which opens a recovery window of one
     // lease TTL (10 s) before the first lease (docs/RELIABILITY.md); the
@@ -68,25 +110,15 @@ pub async fn run_on(
     api.submit(&items("W", 1), json!("stock-analysis"), 1000)
         .await?;
     done.wait(TASKS_PER_ITEM, timeout).await?;
-    let js = async_nats::jetstream::new(api.nats.clone());
+    let js = async_nats::jetstream::new(observer.clone());
     let base = stored_now(&js).await?;
     let names = items("T", n_items);
     let tasks = n_items * TASKS_PER_ITEM;
     let meter = CpuMeter::start(vec![
         ("coordinator", c.pid().into_iter().collect()),
         ("workers", w.iter().filter_map(|s| s.pid()).collect()),
-        (
-            "nats-server",
-            server_pid("nats-server", stack.nats.port())
-                .into_iter()
-                .collect(),
-        ),
-        (
-            "redis-server",
-            server_pid("redis-server", stack.redis.port())
-                .into_iter()
-                .collect(),
-        ),
+        ("nats-server", nats_pid.into_iter().collect()),
+        ("redis-server", redis_pid.into_iter().collect()),
     ]);
     let t0 = Instant::now();
     // A unit of 1 s keeps "overdue" alerts out of the run (tasks are no-ops
@@ -102,7 +134,7 @@ pub async fn run_on(
         .map(|((label, n), (_, b))| (label, n - b))
         .collect();
     Ok(Run {
-        workers,
+        workers: w.len(),
         tasks,
         secs,
         cpu,
