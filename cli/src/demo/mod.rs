@@ -481,6 +481,8 @@ fn spawn_valuation_worker(config: &Config) -> anyhow::Result<Child> {
         .env("CAUCUS_REDIS_URL", &config.redis.url)
         .env("CAUCUS_SUBJECT_PREFIX", &config.subject_prefix)
         .env("CAUCUS_WORKER_PACE", "true")
+        // As the worker role, not the operator whose credentials the CLI holds.
+        .envs(crate::credentials::role_env("worker")?)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
