@@ -140,3 +140,17 @@ pub async fn everything(
     }
     Ok(done)
 }
+
+/// Creates or updates the durable pull consumer `workers-<agent_type>` on
+/// the TASKS stream, filtered to `caucus.tasks.<agent_type>`, explicit ack
+/// (a worker binds to it instead).
+pub async fn ensure_task_consumer(
+    js: &Context,
+    subjects: &Subjects,
+    agent_type: &str,
+    ack_wait: std::time::Duration,
+    max_deliver: i64,
+) -> Result<PullConsumer, Error> {
+    let spec = consumers::task_consumer(subjects, agent_type, ack_wait, max_deliver);
+    create_consumer(js, &spec).await
+}

@@ -15,6 +15,7 @@ pub mod topology;
 pub mod trace;
 
 pub use crate::api::server::{api_request, ApiError, ApiServer};
+pub use admin::ensure_task_consumer;
 pub use connect::{connect, redacted_urls, round_trip};
 pub use dlq::{decode_or_dead_letter, Dlq, DlqReason};
-pub use topology::{ensure_kv, ensure_streams, ensure_task_consumer};
+pub use topology::{ensure_kv, ensure_streams};

@@ -8,7 +8,6 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::context::{CreateStreamErrorKind, UpdateKeyValueErrorKind};
 use async_nats::jetstream::stream::{self, DiscardPolicy, RetentionPolicy, StorageType};
 use async_nats::jetstream::ErrorCode;
@@ -152,17 +151,3 @@ async fn create_or_update_kv(js: &Context, config: kv::Config) -> Result<kv::Sto
 }
 
 pub use super::consumers::task_consumer_name;
-
-/// Creates or updates the durable pull consumer `workers-<agent_type>` on
-/// the TASKS stream, filtered to `caucus.tasks.<agent_type>`, explicit ack
-/// (administration: see [`super::admin`]; a worker binds instead).
-pub async fn ensure_task_consumer(
-    js: &Context,
-    subjects: &Subjects,
-    agent_type: &str,
-    ack_wait: Duration,
-    max_deliver: i64,
-) -> Result<PullConsumer, Error> {
-    let spec = super::consumers::task_consumer(subjects, agent_type, ack_wait, max_deliver);
-    super::admin::create_consumer(js, &spec).await
-}
