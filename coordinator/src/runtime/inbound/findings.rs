@@ -6,11 +6,10 @@
 //! scheduler (and the flags it set persisted), its awaited response
 //! registered, or its alert card published.
 
-use std::ops::ControlFlow;
 use std::time::Duration;
 
+use async_nats::jetstream;
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
-use async_nats::jetstream::{self, AckKind};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -21,13 +20,12 @@ use caucus_shared::subjects::{decode_token, StreamKind, Subjects};
 
 use super::classify::{finding_intake, severity_of, FindingIntake, CODE_UNADDRESSABLE};
 use super::context::Inbound;
+use super::settle::{self, dead_letter, Retry, Settle};
 use crate::runtime::commands::{ask, AskError, Command};
 use crate::runtime::publish;
 
 /// Durable name of the coordinator's findings consumer.
 pub const FINDINGS_CONSUMER: &str = "coordinator-findings";
-/// How long a message that could not be handled waits before redelivery.
-const RETRY: Duration = Duration::from_secs(1);
 
 /// Creates (or updates) the consumer.
 pub async fn ensure_consumer(
@@ -61,56 +59,11 @@ pub use caucus_shared::nats::stored::stored_at;
 /// Consumes until `shutdown` (or the scheduler goes away).
 pub async fn run(consumer: PullConsumer, inbound: Inbound, shutdown: CancellationToken) {
     let inbound = &inbound;
-    caucus_shared::nats::consume::consume(&consumer, "findings", &shutdown, move |msg| async move {
-        match handle(inbound, &msg).await {
-            Ok(Settle::Ack) => {
-                let _ = msg.ack().await;
-                ControlFlow::Continue(())
-            }
-            Ok(Settle::Done) => ControlFlow::Continue(()),
-            Err(Retry::Later(why)) => {
-                tracing::warn!(subject = %msg.subject, reason = %why, "finding not handled yet; redelivering");
-                let _ = msg.ack_with(AckKind::Nak(Some(RETRY))).await;
-                ControlFlow::Continue(())
-            }
-            Err(Retry::SchedulerGone) => {
-                let _ = msg.ack_with(AckKind::Nak(Some(RETRY))).await;
-                ControlFlow::Break(())
-            }
-        }
+    settle::consume(&consumer, "findings", &shutdown, |msg| async move {
+        let outcome = handle(inbound, &msg).await;
+        (msg, outcome)
     })
     .await;
-}
-
-/// What is left to do with a handled message.
-pub(super) enum Settle {
-    /// Acknowledge it: its effect is stored.
-    Ack,
-    /// Nothing: it was dead-lettered and settled already.
-    Done,
-}
-
-/// Why a message is not acknowledged now.
-pub(super) enum Retry {
-    /// A store, publish or the scheduler failed: redeliver.
-    Later(String),
-    /// The term ended.
-    SchedulerGone,
-}
-
-/// Dead-letters `msg` (acknowledged after).
-pub(super) async fn dead_letter(
-    inbound: &Inbound,
-    msg: &jetstream::Message,
-    code: &str,
-    reason: &str,
-) -> Result<Settle, Retry> {
-    inbound
-        .dlq
-        .dead_letter_message(msg, code, reason)
-        .await
-        .map(|()| Settle::Ack)
-        .map_err(|e| Retry::Later(e.to_string()))
 }
 
 async fn handle(inbound: &Inbound, msg: &jetstream::Message) -> Result<Settle, Retry> {

@@ -15,11 +15,10 @@
 //! consumers do the same for their subjects, and the DLQ copy is
 //! de-duplicated by the original's stream sequence.
 
-use std::ops::ControlFlow;
 use std::time::Duration;
 
+use async_nats::jetstream;
 use async_nats::jetstream::consumer::{pull, AckPolicy, DeliverPolicy, PullConsumer};
-use async_nats::jetstream::{self, AckKind};
 use tokio_util::sync::CancellationToken;
 
 use caucus_shared::envelope::{Envelope, MessageType};
@@ -30,13 +29,12 @@ use caucus_shared::subjects::{decode_token, StreamKind, Subjects};
 
 use super::classify::CODE_UNADDRESSABLE;
 use super::context::Inbound;
-use super::findings::{dead_letter, outside_alert, stored_at, Retry, Settle};
+use super::findings::{outside_alert, stored_at};
+use super::settle::{self, dead_letter, Retry, Settle};
 use crate::runtime::requests::RequestError;
 
 /// Durable name of the coordinator's messages consumer.
 pub const MESSAGES_CONSUMER: &str = "coordinator-messages";
-/// How long a message that could not be handled waits before redelivery.
-const RETRY: Duration = Duration::from_secs(1);
 
 /// Creates (or updates) the consumer.
 pub async fn ensure_consumer(
@@ -68,23 +66,9 @@ fn addressee_of(subjects: &Subjects, subject: &str) -> Option<String> {
 /// Consumes until `shutdown` (or the scheduler goes away).
 pub async fn run(consumer: PullConsumer, inbound: Inbound, shutdown: CancellationToken) {
     let inbound = &inbound;
-    caucus_shared::nats::consume::consume(&consumer, "messages", &shutdown, move |msg| async move {
-        match handle(inbound, &msg).await {
-            Ok(Settle::Ack) => {
-                let _ = msg.ack().await;
-                ControlFlow::Continue(())
-            }
-            Ok(Settle::Done) => ControlFlow::Continue(()),
-            Err(Retry::Later(why)) => {
-                tracing::warn!(subject = %msg.subject, reason = %why, "message not handled yet; redelivering");
-                let _ = msg.ack_with(AckKind::Nak(Some(RETRY))).await;
-                ControlFlow::Continue(())
-            }
-            Err(Retry::SchedulerGone) => {
-                let _ = msg.ack_with(AckKind::Nak(Some(RETRY))).await;
-                ControlFlow::Break(())
-            }
-        }
+    settle::consume(&consumer, "messages", &shutdown, |msg| async move {
+        let outcome = handle(inbound, &msg).await;
+        (msg, outcome)
     })
     .await;
 }

@@ -26,6 +26,7 @@ pub mod late;
 pub mod messages;
 pub mod replay;
 pub mod responses;
+mod settle;
 mod watch;
 
 pub use context::Inbound;
