@@ -14,9 +14,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use caucus_shared::envelope::Envelope;
-use caucus_shared::nats::dlq::decode_or_dead_letter;
-use caucus_shared::nats::stored::stored_id;
-use caucus_shared::subjects::{decode_token, StreamKind, Subjects};
+use caucus_shared::subjects::{StreamKind, Subjects};
 
 use super::classify::{finding_intake, severity_of, FindingIntake, CODE_UNADDRESSABLE};
 use super::context::Inbound;
@@ -50,8 +48,7 @@ pub async fn ensure_consumer(
 
 /// The item a findings subject names (`caucus.findings.BRK~2EB` → `BRK.B`).
 pub fn item_of(subjects: &Subjects, subject: &str) -> Option<String> {
-    let token = subject.strip_prefix(&format!("{}.findings.", subjects.prefix()))?;
-    decode_token(token).ok()
+    settle::subject_token(subjects, "findings", subject)
 }
 
 pub use caucus_shared::nats::stored::stored_at;
@@ -68,11 +65,7 @@ pub async fn run(consumer: PullConsumer, inbound: Inbound, shutdown: Cancellatio
 
 async fn handle(inbound: &Inbound, msg: &jetstream::Message) -> Result<Settle, Retry> {
     // Dead-letters and settles what does not decode.
-    let Some(env) = decode_or_dead_letter(&inbound.dlq, msg, inbound.max_bytes, |b, max| {
-        Envelope::decode_with_id(b, max, || stored_id(msg))
-    })
-    .await
-    else {
+    let Some(env) = settle::decode(inbound, msg).await else {
         return Ok(Settle::Done);
     };
     let Some(item) = item_of(&inbound.subjects, &msg.subject) else {

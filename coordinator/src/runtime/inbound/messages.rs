@@ -23,9 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use caucus_shared::envelope::{Envelope, MessageType};
 use caucus_shared::messages::{agent_type_of, Request, FLUSH_WORKING_MEMORY};
-use caucus_shared::nats::dlq::decode_or_dead_letter;
-use caucus_shared::nats::stored::stored_id;
-use caucus_shared::subjects::{decode_token, StreamKind, Subjects};
+use caucus_shared::subjects::{StreamKind, Subjects};
 
 use super::classify::CODE_UNADDRESSABLE;
 use super::context::Inbound;
@@ -59,8 +57,7 @@ pub async fn ensure_consumer(
 
 /// The addressee token of a `caucus.msg.<to>` subject, decoded.
 fn addressee_of(subjects: &Subjects, subject: &str) -> Option<String> {
-    let token = subject.strip_prefix(&format!("{}.msg.", subjects.prefix()))?;
-    decode_token(token).ok()
+    settle::subject_token(subjects, "msg", subject)
 }
 
 /// Consumes until `shutdown` (or the scheduler goes away).
@@ -74,11 +71,7 @@ pub async fn run(consumer: PullConsumer, inbound: Inbound, shutdown: Cancellatio
 }
 
 async fn handle(inbound: &Inbound, msg: &jetstream::Message) -> Result<Settle, Retry> {
-    let Some(env) = decode_or_dead_letter(&inbound.dlq, msg, inbound.max_bytes, |b, max| {
-        Envelope::decode_with_id(b, max, || stored_id(msg))
-    })
-    .await
-    else {
+    let Some(env) = settle::decode(inbound, msg).await else {
         return Ok(Settle::Done);
     };
     let Some(to) = addressee_of(&inbound.subjects, &msg.subject) else {

@@ -10,6 +10,11 @@ use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::{self, AckKind};
 use tokio_util::sync::CancellationToken;
 
+use caucus_shared::envelope::Envelope;
+use caucus_shared::nats::dlq::decode_or_dead_letter;
+use caucus_shared::nats::stored::decode_stored;
+use caucus_shared::subjects::{decode_token, Subjects};
+
 use super::context::Inbound;
 
 /// How long a message that could not be handled waits before redelivery.
@@ -44,6 +49,22 @@ pub(super) async fn dead_letter(
         .await
         .map(|()| Settle::Ack)
         .map_err(|e| Retry::Later(e.to_string()))
+}
+
+/// Decodes `msg` (an envelope sent without an `id` is known by where it is
+/// stored), or dead-letters and settles it (`None`).
+pub(super) async fn decode(inbound: &Inbound, msg: &jetstream::Message) -> Option<Envelope> {
+    decode_or_dead_letter(&inbound.dlq, msg, inbound.max_bytes, |_, max| {
+        decode_stored(msg, max)
+    })
+    .await
+}
+
+/// The decoded last token of `<prefix>.<family>.<token>` (`None` for
+/// another subject or a token that does not decode).
+pub(super) fn subject_token(subjects: &Subjects, family: &str, subject: &str) -> Option<String> {
+    let token = subject.strip_prefix(&format!("{}.{family}.", subjects.prefix()))?;
+    decode_token(token).ok()
 }
 
 /// Hands every message of `consumer` to `handle` and settles it by the
