@@ -1,4 +1,4 @@
-//! `[telemetry]`: logs and traces.
+//! `[telemetry]`: logs, traces and metrics.
 
 use serde::{Deserialize, Serialize};
 
@@ -26,6 +26,14 @@ pub struct TelemetryConfig {
     pub otlp_endpoint: Option<String>,
     /// Fraction of root traces sampled (0.0–1.0).
     pub sample_ratio: f64,
+    /// Where this process serves HTTP: `/metrics` (Prometheus text),
+    /// `/healthz` and, on the coordinator, `/scaling/<agent_type>`. Off
+    /// when unset (the library default); compose, Helm and `scripts/stack`
+    /// set it. `127.0.0.1:0` picks a free port (logged at start).
+    pub metrics_addr: Option<String>,
+    /// How often metrics are pushed over OTLP when `otlp_endpoint` is set.
+    #[serde(with = "humantime_serde")]
+    pub metrics_export_interval: std::time::Duration,
 }
 
 // By hand: a password in the OTLP endpoint's URL must not reach a log.
@@ -39,6 +47,8 @@ impl std::fmt::Debug for TelemetryConfig {
                 &self.otlp_endpoint.as_deref().map(super::redact_url),
             )
             .field("sample_ratio", &self.sample_ratio)
+            .field("metrics_addr", &self.metrics_addr)
+            .field("metrics_export_interval", &self.metrics_export_interval)
             .finish()
     }
 }
@@ -50,6 +60,8 @@ impl Default for TelemetryConfig {
             log_level: "info".into(),
             otlp_endpoint: None,
             sample_ratio: 1.0,
+            metrics_addr: None,
+            metrics_export_interval: std::time::Duration::from_secs(15),
         }
     }
 }

@@ -32,6 +32,26 @@ const MAX_REASON: usize = 1024;
 /// When dead-lettering itself fails, the original is redelivered after this.
 const RETRY_DELAY: Duration = Duration::from_secs(5);
 
+/// `caucus_dlq_messages_total{subject}`: dead letters published, by the
+/// family of the subject they arrived on.
+fn dead_letters() -> &'static opentelemetry::metrics::Counter<u64> {
+    static C: std::sync::OnceLock<opentelemetry::metrics::Counter<u64>> =
+        std::sync::OnceLock::new();
+    C.get_or_init(|| {
+        crate::telemetry::metrics::meter()
+            .u64_counter("caucus_dlq_messages")
+            .with_description("Messages dead-lettered, by the subject family they arrived on")
+            .build()
+    })
+}
+
+/// The prefix and first token of `subject` (`caucus.findings.AAPL.x` →
+/// `caucus.findings`): a label with a bounded number of values, where the
+/// whole subject would carry item names.
+fn subject_family(subject: &str) -> String {
+    subject.splitn(3, '.').take(2).collect::<Vec<_>>().join(".")
+}
+
 /// A decode failure that can be dead-lettered: a short code plus the
 /// specific message (its `Display`).
 pub trait DlqReason: Display {
@@ -137,6 +157,13 @@ impl Dlq {
             .await
             .map_err(|e| Error::nats(format!("dead letter to {subject}: {e}")))?;
         self.count.fetch_add(1, Ordering::Relaxed);
+        dead_letters().add(
+            1,
+            &[opentelemetry::KeyValue::new(
+                "subject",
+                subject_family(original_subject),
+            )],
+        );
         tracing::warn!(subject = original_subject, code, reason = %reason, "dead-lettered a message");
         Ok(())
     }

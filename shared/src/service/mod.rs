@@ -109,6 +109,9 @@ pub struct Service {
     ctx: ServiceContext,
     api: ApiServer,
     started: Instant,
+    /// Routes the service adds to its HTTP listener (`/metrics` and
+    /// `/healthz` are always there when `telemetry.metrics_addr` is set).
+    http: axum::Router,
 }
 
 impl std::fmt::Debug for Service {
@@ -167,7 +170,19 @@ impl Service {
             clock: Arc::new(SystemClock),
             health,
         };
-        Ok(Service { ctx, api, started })
+        Ok(Service {
+            ctx,
+            api,
+            started,
+            http: axum::Router::new(),
+        })
+    }
+
+    /// Adds `routes` to the HTTP listener at `telemetry.metrics_addr`
+    /// (served only when that is set).
+    pub fn http_routes(&mut self, routes: axum::Router) -> &mut Self {
+        self.http = std::mem::take(&mut self.http).merge(routes);
+        self
     }
 
     /// The context the body will get (for set-up before [`Service::run`]).
@@ -204,9 +219,19 @@ impl Service {
         Fut: Future<Output = Result<(), E>> + Send + 'static,
         E: std::fmt::Display + Send + 'static,
     {
-        let Service { ctx, api, started } = self;
+        let Service {
+            ctx,
+            api,
+            started,
+            http,
+        } = self;
         let mut signals = Signals::install()?;
         api.start(ctx.shutdown.clone(), ctx.tasks.tracker()).await?;
+        if let Some(addr) = ctx.config.telemetry.metrics_addr.as_deref() {
+            let app = crate::telemetry::http::router(ctx.health.clone(), http);
+            let bound = crate::telemetry::http::serve(addr, app, ctx.shutdown.clone()).await?;
+            tracing::info!(service = %ctx.service, addr = %bound, "serving /metrics");
+        }
         tracing::info!(
             service = %ctx.service,
             instance_id = %ctx.instance_id,

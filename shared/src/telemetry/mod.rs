@@ -1,11 +1,14 @@
-//! Logs and traces for a caucus process.
+//! Logs, traces and metrics for a caucus process.
 //!
 //! `tracing` events go to stderr (human-readable or JSON lines; `RUST_LOG`
-//! overrides `telemetry.log_level`). Spans always get OpenTelemetry ids, so
-//! trace context flows through a process even when it exports nothing;
-//! they are exported over OTLP gRPC only when `otlp_endpoint` is set.
+//! overrides `telemetry.log_level`; see [`logs`]). Spans always get
+//! OpenTelemetry ids, so trace context flows through a process even when
+//! it exports nothing; they are exported over OTLP gRPC only when
+//! `otlp_endpoint` is set. Metrics: [`metrics`], served by [`http`].
 
-use std::io::IsTerminal;
+pub mod http;
+mod logs;
+pub mod metrics;
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
@@ -13,9 +16,9 @@ use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use opentelemetry_sdk::Resource;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{EnvFilter, Layer};
+use tracing_subscriber::EnvFilter;
 
-use crate::config::{LogFormat, TelemetryConfig};
+use crate::config::TelemetryConfig;
 use crate::Error;
 
 /// Flushes and shuts the trace pipeline down when dropped; keep it alive
@@ -23,6 +26,7 @@ use crate::Error;
 #[must_use = "dropping the guard shuts tracing down"]
 pub struct TelemetryGuard {
     provider: Option<SdkTracerProvider>,
+    meters: Option<opentelemetry_sdk::metrics::SdkMeterProvider>,
 }
 
 impl std::fmt::Debug for TelemetryGuard {
@@ -44,12 +48,21 @@ impl TelemetryGuard {
 
 impl Drop for TelemetryGuard {
     fn drop(&mut self) {
-        let Some(p) = self.provider.take() else {
+        let traces = self.provider.take();
+        let meters = self.meters.take();
+        if traces.is_none() && meters.is_none() {
             return;
-        };
+        }
         let shutdown = move || {
-            if let Err(e) = p.shutdown() {
-                eprintln!("trace shutdown failed: {e}");
+            if let Some(p) = traces {
+                if let Err(e) = p.shutdown() {
+                    eprintln!("trace shutdown failed: {e}");
+                }
+            }
+            if let Some(m) = meters {
+                if let Err(e) = m.shutdown() {
+                    eprintln!("metrics shutdown failed: {e}");
+                }
             }
         };
         // The gRPC exporter runs on the Tokio runtime: shutting down blocks,
@@ -103,18 +116,7 @@ pub fn init_with_provider(
     provider: SdkTracerProvider,
 ) -> Result<TelemetryGuard, Error> {
     let filter = env_filter(cfg)?;
-    let fmt = match cfg.log_format {
-        LogFormat::Pretty => tracing_subscriber::fmt::layer()
-            .with_ansi(std::io::stderr().is_terminal())
-            .with_writer(std::io::stderr)
-            .boxed(),
-        LogFormat::Json => tracing_subscriber::fmt::layer()
-            .json()
-            .with_current_span(true)
-            .with_span_list(false)
-            .with_writer(std::io::stderr)
-            .boxed(),
-    };
+    let fmt = logs::layer(cfg.log_format);
     let otel =
         tracing_opentelemetry::layer().with_tracer(provider.tracer(service_name.to_string()));
     tracing_subscriber::registry()
@@ -125,8 +127,10 @@ pub fn init_with_provider(
         .map_err(|e| Error::Config(format!("telemetry already initialised: {e}")))?;
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     opentelemetry::global::set_tracer_provider(provider.clone());
+    let meters = metrics::install(cfg, service_name)?;
     Ok(TelemetryGuard {
         provider: Some(provider),
+        meters,
     })
 }
 
