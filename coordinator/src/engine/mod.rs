@@ -335,6 +335,9 @@ impl Engine {
                     continue;
                 };
                 if let Some(d) = rec.dispatch(&entry.key, now) {
+                    if let Some(t) = rec.tasks.get_mut(&entry.key) {
+                        t.ready_at = Some(entry.enqueued_at.min(now));
+                    }
                     *self.in_flight.entry(agent.clone()).or_default() += 1;
                     dirty.insert(entry.workflow_id.clone());
                     out.push(d);

@@ -17,6 +17,7 @@ pub mod gates_api;
 mod gates_package;
 pub mod inbound;
 pub mod leader;
+pub(crate) mod metrics;
 pub mod pause;
 pub mod pipelines;
 pub mod plan_api;

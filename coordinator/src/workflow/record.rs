@@ -128,6 +128,10 @@ pub struct TaskRecord {
     /// Worker that ran the current attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_id: Option<String>,
+    /// When the current attempt joined its agent type's ready queue (the
+    /// start of its queue wait; metrics and the dispatch span use it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_at: Option<DateTime<Utc>>,
     /// When the current attempt was dispatched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatched_at: Option<DateTime<Utc>>,
@@ -193,6 +197,7 @@ impl TaskRecord {
             attempt: 0,
             priority,
             worker_id: None,
+            ready_at: None,
             dispatched_at: None,
             started_at: None,
             finished_at: None,
@@ -219,6 +224,7 @@ impl TaskRecord {
         self.attempt += 1;
         self.state = TaskRunState::Waiting;
         self.worker_id = None;
+        self.ready_at = None;
         self.dispatched_at = None;
         self.started_at = None;
         self.finished_at = None;

@@ -31,6 +31,7 @@ impl Scheduler {
         self.dirty.extend(dirty);
         if !dispatches.is_empty() {
             self.attach_findings(&mut dispatches);
+            crate::runtime::metrics::dispatched(&dispatches);
             self.publish(dispatches).await;
         }
         if let Some(c) = self.control.as_mut() {
