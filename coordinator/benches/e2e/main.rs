@@ -21,6 +21,7 @@ mod submit_load;
 mod support;
 mod takeover;
 mod throughput;
+mod tracing;
 
 use std::time::Instant;
 
@@ -59,6 +60,9 @@ const TAKEOVER_UNFINISHED: usize = 10_000;
 /// workload with one worker (`CAUCUS_BENCH_AUTH_ROUNDS` overrides).
 const AUTH_ROUNDS: usize = 2;
 const AUTH_WORKERS: usize = 1;
+/// Observability cost: pairs of runs (off and on) of scenario 1's workload
+/// with one worker (`CAUCUS_BENCH_TRACING_ROUNDS` overrides).
+const TRACING_ROUNDS: usize = 2;
 
 fn verdict(ok: bool) -> &'static str {
     if ok {
@@ -120,6 +124,9 @@ async fn all() -> Result<()> {
     }
     if selected(9) {
         authentication_cost().await?;
+    }
+    if selected(10) {
+        observability_cost().await?;
     }
     println!(
         "\ntotal bench time {:.0} s",
@@ -382,6 +389,34 @@ async fn authentication_cost() -> Result<()> {
     println!(
         "  mean plain {plain:.0} tasks/s, auth {auth:.0} tasks/s: auth/plain = {:.3}",
         auth / plain
+    );
+    Ok(())
+}
+
+async fn observability_cost() -> Result<()> {
+    let rounds = std::env::var("CAUCUS_BENCH_TRACING_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(TRACING_ROUNDS);
+    println!("\n[10] observability cost: scenario 1's workload ({THROUGHPUT_ITEMS} items x 6 no-op tasks, {AUTH_WORKERS} worker, {THROUGHPUT_SLOTS} slots/agent) with telemetry off and on (sample ratio 1.0, OTLP export, /metrics), {rounds} round(s) alternating");
+    let c = tracing::run(rounds, AUTH_WORKERS, THROUGHPUT_SLOTS, THROUGHPUT_ITEMS).await?;
+    for (on, r, spans) in &c.runs {
+        println!(
+            "  {}: {:>6} tasks in {:>6.2} s = {:>7.0} tasks/s, {} spans exported",
+            if *on { "on " } else { "off" },
+            r.tasks,
+            r.secs,
+            r.tasks_per_sec(),
+            spans
+        );
+    }
+    let (off, on) = (c.mean(false), c.mean(true));
+    let cost = 1.0 - on / off;
+    println!(
+        "  mean off {off:.0} tasks/s, on {on:.0} tasks/s: on/off = {:.3}, cost {:.1}% (goal <= 10%) -> {}",
+        on / off,
+        100.0 * cost,
+        verdict(cost <= 0.10)
     );
     Ok(())
 }

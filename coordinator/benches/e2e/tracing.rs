@@ -1,0 +1,133 @@
+//! Scenario 10: the cost of observability. Scenario 1's no-op throughput
+//! workload with telemetry off (no exporter, sample ratio 0, no metrics
+//! listener) and on as compose and Helm run it (every span sampled at
+//! ratio 1.0 and exported over OTLP gRPC, `/metrics` served and metrics
+//! pushed over OTLP), alternating off, on, on, off, … so a drift of the
+//! machine's load weighs on both sides alike.
+//!
+//! The receiver is an in-process OTLP collector (`fake-opentelemetry-
+//! collector`) drained as fast as it receives: the spans really cross
+//! gRPC, and what a collector costs elsewhere is not charged to caucus.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, Result};
+use caucus_harness::{free_port, Stack};
+use fake_opentelemetry_collector::FakeCollectorServer;
+
+use crate::support::{coordinator_from, server_pid, worker_from, Api, STOCK_AGENTS};
+use crate::throughput::{measure, Rig, Run};
+
+/// How long the last completion may take to arrive.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Every run of the comparison, in the order they ran.
+pub struct Comparison {
+    /// (telemetry on, result, spans received during the run).
+    pub runs: Vec<(bool, Run, u64)>,
+}
+
+impl Comparison {
+    /// Mean tasks/s of the runs with telemetry `on` (or off).
+    pub fn mean(&self, on: bool) -> f64 {
+        let tps: Vec<f64> = self
+            .runs
+            .iter()
+            .filter(|(o, _, _)| *o == on)
+            .map(|(_, r, _)| r.tasks_per_sec())
+            .collect();
+        tps.iter().sum::<f64>() / tps.len().max(1) as f64
+    }
+}
+
+/// `rounds` pairs of runs, off/on in even rounds and on/off in odd ones.
+pub async fn run(rounds: usize, workers: usize, slots: u32, n_items: usize) -> Result<Comparison> {
+    let mut runs = Vec::with_capacity(2 * rounds);
+    for round in 0..rounds {
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for on in order {
+            let (r, spans) = one(on, workers, slots, n_items).await?;
+            runs.push((on, r, spans));
+        }
+    }
+    Ok(Comparison { runs })
+}
+
+/// One run on fresh servers; with `on`, a fresh collector too.
+async fn one(on: bool, workers: usize, slots: u32, n_items: usize) -> Result<(Run, u64)> {
+    let stack = Stack::start();
+    let spans = Arc::new(AtomicU64::new(0));
+    let mut env: Vec<(String, String)> = vec![("CAUCUS_TELEMETRY_SAMPLE_RATIO".into(), "0".into())];
+    let drain = if on {
+        let mut collector = FakeCollectorServer::start()
+            .await
+            .map_err(|e| anyhow!("OTLP collector: {e}"))?;
+        env = vec![
+            ("CAUCUS_TELEMETRY_SAMPLE_RATIO".into(), "1.0".into()),
+            (
+                "CAUCUS_TELEMETRY_OTLP_ENDPOINT".into(),
+                collector.endpoint(),
+            ),
+        ];
+        let count = spans.clone();
+        Some(tokio::spawn(async move {
+            loop {
+                let got = collector
+                    .exported_spans(1024, Duration::from_millis(50))
+                    .await;
+                count.fetch_add(got.len() as u64, Ordering::Relaxed);
+                // Metrics pushes fill their own channel otherwise.
+                let _ = collector
+                    .exported_metrics(1024, Duration::from_millis(1))
+                    .await;
+            }
+        }))
+    } else {
+        None
+    };
+    let with_env = |mut b: caucus_harness::ServiceBuilder| {
+        for (k, v) in &env {
+            b = b.env(k, v);
+        }
+        if on {
+            b = b.env(
+                "CAUCUS_TELEMETRY_METRICS_ADDR",
+                format!("127.0.0.1:{}", free_port()),
+            );
+        }
+        b
+    };
+    let coordinator = coordinator_from(with_env(stack.service("caucus-coordinator")));
+    let workers: Vec<_> = (0..workers)
+        .map(|_| {
+            worker_from(
+                with_env(stack.service("caucus-worker")),
+                STOCK_AGENTS,
+                slots,
+                "noop",
+            )
+        })
+        .collect();
+    let api = Api::connect(&stack).await?;
+    let rig = Rig {
+        coordinator,
+        workers,
+        observer: api.nats.clone(),
+        api,
+        nats_pid: stack.nats.pid(),
+        redis_pid: server_pid("redis-server", stack.redis.port()),
+    };
+    let before = spans.load(Ordering::Relaxed);
+    let r = measure(rig, slots, n_items, TIMEOUT).await?;
+    let received = spans.load(Ordering::Relaxed) - before;
+    if let Some(d) = drain {
+        d.abort();
+    }
+    Ok((r, received))
+}
