@@ -28,6 +28,7 @@ mod identity;
 mod level_review;
 mod macro_broadcast;
 mod nats_restart;
+mod otlp_metrics;
 mod outside_messages;
 mod patterns;
 mod pause_resume;
