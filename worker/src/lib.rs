@@ -9,9 +9,13 @@
 //! - [`runtime`]: registration, leases, pulling, reporting.
 //! - [`messages`]: broadcasts (market regime) and built-in agents' inboxes
 //!   (flush requests, debates).
+//! - `metrics`: the worker's slot, task and handler figures.
 
 pub mod builtin;
 pub mod confirmations;
 pub mod handler;
 pub mod messages;
+mod metrics;
 pub mod runtime;
+#[cfg(test)]
+mod test_trace;

@@ -24,6 +24,7 @@ pub mod plan_api;
 pub(crate) mod publish;
 pub mod requests;
 pub mod resolutions;
+pub mod scaling;
 pub mod scheduler;
 pub mod store;
 pub mod submissions;

@@ -7,7 +7,8 @@
 //! children (`sh -c "step1; step2"`) stop with it.
 //!
 //! It gets none of the worker's secrets: its environment is cleared down to
-//! PATH, HOME, LANG, TZ, the task's TRACEPARENT and the names in
+//! PATH, HOME, LANG, TZ, the `task` span's TRACEPARENT (and TRACESTATE, if
+//! the trace has one) and the names in
 //! `worker.exec_env_passthrough`. Its output is bounded: more stdout than
 //! `worker.exec_max_output_bytes` kills it and fails the task
 //! (`output_too_large`); of stderr only the last
@@ -23,6 +24,7 @@ use caucus_shared::config::WorkerConfig;
 use caucus_shared::task::{TaskDispatch, TaskError};
 
 use super::bounded::{read_bounded, read_tail, Bounded, Tail};
+use super::trace_context::{self, TraceContext};
 use super::{
     error_from_body, permanent, split_findings, thousands, transient, HandlerOutput, Scrubber,
 };
@@ -67,11 +69,12 @@ impl Default for ExecSettings {
 }
 
 /// The environment of an agent: [`BASE_ENV`] and `passthrough` as `lookup`
-/// finds them in the worker's, plus TRACEPARENT when the task has a trace.
+/// finds them in the worker's, plus TRACEPARENT (and TRACESTATE) when the
+/// task runs in a trace, so the agent can join the task's trace.
 fn agent_env(
     lookup: impl Fn(&str) -> Option<OsString>,
     passthrough: &[String],
-    traceparent: Option<String>,
+    trace: TraceContext,
 ) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = BASE_ENV
         .iter()
@@ -79,17 +82,13 @@ fn agent_env(
         .chain(passthrough.iter().map(String::as_str))
         .filter_map(|name| lookup(name).map(|v| (OsString::from(name), v)))
         .collect();
-    if let Some(tp) = traceparent {
+    if let Some(tp) = trace.traceparent {
         env.push(("TRACEPARENT".into(), tp.into()));
     }
+    if let Some(ts) = trace.tracestate {
+        env.push(("TRACESTATE".into(), ts.into()));
+    }
     env
-}
-
-/// The W3C `traceparent` of the current span (the task's, a child of the
-/// dispatcher's), so an agent can join the task's trace.
-fn current_traceparent() -> Option<String> {
-    let h = caucus_shared::nats::trace::headers();
-    h.get("traceparent").map(|v| v.as_str().to_string())
 }
 
 pub(super) async fn run(
@@ -102,7 +101,8 @@ pub(super) async fn run(
     let env = agent_env(
         |n| std::env::var_os(n),
         &settings.env_passthrough,
-        current_traceparent(),
+        // Handlers run inside the `task` span: this is its context.
+        trace_context::current(),
     );
     let mut child = Command::new("sh")
         .arg("-c")
@@ -308,14 +308,60 @@ mod tests {
                 .map(|(k, _)| k.to_string_lossy().into_owned())
                 .collect()
         };
-        assert_eq!(names(agent_env(worker_env, &[], None)), ["PATH", "LANG"]);
+        assert_eq!(
+            names(agent_env(worker_env, &[], TraceContext::default())),
+            ["PATH", "LANG"]
+        );
         let pass = vec!["MY_PROXY".to_string(), "UNSET_ONE".to_string()];
-        let env = agent_env(worker_env, &pass, Some("00-ab-cd-01".into()));
+        let trace = TraceContext {
+            traceparent: Some("00-ab-cd-01".into()),
+            tracestate: None,
+        };
+        let env = agent_env(worker_env, &pass, trace);
         assert_eq!(
             names(env.clone()),
             ["PATH", "LANG", "MY_PROXY", "TRACEPARENT"]
         );
         assert_eq!(env[3].1, "00-ab-cd-01");
+        let trace = TraceContext {
+            traceparent: Some("00-ab-cd-01".into()),
+            tracestate: Some("vendor=x".into()),
+        };
+        let env = agent_env(worker_env, &[], trace);
+        assert_eq!(
+            names(env.clone()),
+            ["PATH", "LANG", "TRACEPARENT", "TRACESTATE"]
+        );
+        assert_eq!(env[3].1, "vendor=x");
+    }
+
+    #[tokio::test]
+    async fn the_command_gets_the_task_spans_traceparent() {
+        use opentelemetry::trace::TraceContextExt;
+        use tracing::Instrument;
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        crate::test_trace::init();
+        let mut dispatch = async_nats::HeaderMap::new();
+        dispatch.insert(
+            "traceparent",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        );
+        let span =
+            crate::runtime::task_span::task_span(&task_with_findings(), "w1", Some(&dispatch));
+        let sc = span.context().span().span_context().clone();
+        let cmd = r#"printf '{"tp":"%s","ts":"%s"}' "${TRACEPARENT-}" "${TRACESTATE-unset}""#;
+        let out = run_with(cmd, &ExecSettings::default())
+            .instrument(span)
+            .await
+            .unwrap();
+        assert_eq!(
+            out.output["tp"],
+            format!("00-0af7651916cd43dd8448eb211c80319c-{}-01", sc.span_id())
+        );
+        assert_eq!(out.output["ts"], "unset", "no tracestate: no variable");
+        // Outside any span the command gets no TRACEPARENT.
+        let out = run_with(cmd, &ExecSettings::default()).await.unwrap();
+        assert_eq!(out.output["tp"], "");
     }
 
     #[tokio::test]

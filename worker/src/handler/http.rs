@@ -2,6 +2,8 @@
 //! connection errors, 429 and 5xx are transient; other statuses permanent.
 //! `https://` agents are verified against the system's roots plus
 //! `worker.http_ca_file`; every request is bounded by `worker.http_timeout`.
+//! The request carries the `task` span's W3C `traceparent` (and
+//! `tracestate`) headers, so the agent's spans join the task's trace.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -9,6 +11,7 @@ use std::time::Duration;
 use caucus_shared::config::WorkerConfig;
 use caucus_shared::task::{TaskDispatch, TaskError};
 
+use super::trace_context;
 use super::{error_from_body, permanent, split_findings, transient, HandlerOutput};
 
 /// Why the `http:` client could not be built.
@@ -85,20 +88,23 @@ pub(super) async fn run(
     task: &TaskDispatch,
 ) -> Result<HandlerOutput, TaskError> {
     let body = serde_json::to_vec(task).map_err(|e| permanent("encode", e.to_string()))?;
-    let resp = client
-        .post(url)
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| {
-            let kind = if e.is_timeout() {
-                "timeout"
-            } else {
-                "connection_error"
-            };
-            transient(kind, format!("POST {url}: {e}"))
-        })?;
+    let mut req = client.post(url).header("content-type", "application/json");
+    // Handlers run inside the `task` span: this is its context.
+    let trace = trace_context::current();
+    if let Some(tp) = trace.traceparent {
+        req = req.header("traceparent", tp);
+    }
+    if let Some(ts) = trace.tracestate {
+        req = req.header("tracestate", ts);
+    }
+    let resp = req.body(body).send().await.map_err(|e| {
+        let kind = if e.is_timeout() {
+            "timeout"
+        } else {
+            "connection_error"
+        };
+        transient(kind, format!("POST {url}: {e}"))
+    })?;
     let status = resp.status();
     let bytes = resp.bytes().await.map_err(|e| {
         transient(
@@ -165,6 +171,65 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.error_type, "timeout", "{e:?}");
         assert!(started.elapsed() < Duration::from_secs(4), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn the_request_carries_the_task_spans_trace_context() {
+        use opentelemetry::trace::TraceContextExt;
+        use tracing::Instrument;
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        use wiremock::matchers::header_exists;
+        crate::test_trace::init();
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(header_exists("traceparent"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({"ok": true})))
+            .mount(&server)
+            .await;
+        let mut dispatch = async_nats::HeaderMap::new();
+        dispatch.insert(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        );
+        dispatch.insert("tracestate", "vendor=x");
+        let span = crate::runtime::task_span::task_span(&task(), "w1", Some(&dispatch));
+        let sc = span.context().span().span_context().clone();
+        let client = client(&WorkerConfig::default()).unwrap();
+        let out = run(&client, &server.uri(), &task())
+            .instrument(span)
+            .await
+            .unwrap();
+        assert_eq!(out.output["ok"], true);
+        let got = server.received_requests().await.unwrap();
+        assert_eq!(got.len(), 1);
+        let header = |name: &str| {
+            got[0]
+                .headers
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_string())
+        };
+        assert_eq!(
+            header("traceparent"),
+            Some(format!(
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-{}-01",
+                sc.span_id()
+            )),
+            "the task span's trace id and its own span id"
+        );
+        assert_eq!(header("tracestate").as_deref(), Some("vendor=x"));
+    }
+
+    #[tokio::test]
+    async fn outside_a_span_the_request_has_no_traceparent() {
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({})))
+            .mount(&server)
+            .await;
+        let client = client(&WorkerConfig::default()).unwrap();
+        run(&client, &server.uri(), &task()).await.unwrap();
+        let got = server.received_requests().await.unwrap();
+        assert!(got[0].headers.get("traceparent").is_none());
     }
 
     #[test]

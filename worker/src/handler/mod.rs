@@ -7,6 +7,7 @@ mod bounded;
 mod exec;
 mod http;
 mod spec;
+mod trace_context;
 
 use std::time::Duration;
 

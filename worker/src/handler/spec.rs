@@ -17,6 +17,20 @@ pub enum HandlerSpec {
     Http(String),
 }
 
+impl HandlerSpec {
+    /// The kind's name (`builtin`, `noop`, `sleep`, `exec`, `http`): the
+    /// `handler` label of `caucus_worker_handler_seconds`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            HandlerSpec::Builtin => "builtin",
+            HandlerSpec::Noop => "noop",
+            HandlerSpec::Sleep(_) => "sleep",
+            HandlerSpec::Exec(_) => "exec",
+            HandlerSpec::Http(_) => "http",
+        }
+    }
+}
+
 /// A handler spec that cannot be parsed.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 #[error(

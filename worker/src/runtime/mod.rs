@@ -8,6 +8,7 @@ mod heartbeat;
 mod lease;
 mod report;
 mod slot;
+pub(crate) mod task_span;
 
 use std::sync::Arc;
 
@@ -157,6 +158,7 @@ pub async fn run(deps: WorkerDeps) -> Result<(), WorkerError> {
             .await
             .map_err(capacity_err)?;
         tracing::info!(agent_type = %agent, slots = cfg.worker.slots, capacity, "registered");
+        crate::metrics::instruments().slots(agent, cfg.worker.slots);
         tracker.spawn_named(
             "heartbeat",
             heartbeat::run(
@@ -182,6 +184,7 @@ pub async fn run(deps: WorkerDeps) -> Result<(), WorkerError> {
             stop_heartbeat.cancel();
             for s in sems {
                 let _ = s.deregister_worker(&worker_id).await;
+                crate::metrics::instruments().slots(s.agent_type(), 0);
             }
         }
     };

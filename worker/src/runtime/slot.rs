@@ -14,6 +14,10 @@
 //! before the event re-runs the task; its messages and confirmations carry
 //! the same `Nats-Msg-Id`s, so the stream keeps one of each. A failed run
 //! confirms nothing (the coordinator alerts when an answer is overdue).
+//!
+//! Each attempt runs inside its `task` span ([`super::task_span`]), a child
+//! of the coordinator's `dispatch` span: every event, finding, message and
+//! confirmation it publishes carries that span's `traceparent`.
 
 use std::time::Duration;
 
@@ -22,12 +26,13 @@ use futures::StreamExt;
 use tracing::Instrument;
 
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
-use caucus_shared::nats::trace;
 use caucus_shared::redis::{Acquired, CapacitySemaphore};
 use caucus_shared::task::{TaskDispatch, TaskStatus};
 
 use super::lease::LeaseKeeper;
+use super::task_span::task_span;
 use super::{Reporter, WorkerDeps};
+use crate::metrics::{instruments, Outcome};
 
 /// Backoff while capacity is full (doubles up to the max).
 const ACQUIRE_BACKOFF_MIN: Duration = Duration::from_millis(5);
@@ -209,13 +214,21 @@ impl Slot {
                         }
                     }
                 }
-                let span = trace::consumer_span(&msg.subject, msg.headers.as_ref());
-                self.execute(&msg, task, keeper).instrument(span).await;
+                let span = task_span(&task, &self.deps.worker_id, msg.headers.as_ref());
+                let _busy = instruments().busy(&self.agent_type);
+                let outcome = self.execute(&msg, task, keeper).instrument(span).await;
+                instruments().task_ended(&self.agent_type, outcome);
             }
         }
     }
 
-    async fn execute(&self, msg: &jetstream::Message, task: TaskDispatch, keeper: &LeaseKeeper) {
+    /// Runs one attempt and reports it; returns how it ended.
+    async fn execute(
+        &self,
+        msg: &jetstream::Message,
+        task: TaskDispatch,
+        keeper: &LeaseKeeper,
+    ) -> Outcome {
         let started_at = self.deps.clock.now();
         let started = self.reporter.event(&task, TaskStatus::Started, started_at);
         if let Err(e) = self.reporter.publish(&started).await {
@@ -223,7 +236,7 @@ impl Slot {
             let _ = msg
                 .ack_with(AckKind::Nak(Some(Duration::from_millis(500))))
                 .await;
-            return;
+            return Outcome::Abandoned;
         }
         // Keep the message alive while the handler runs (the keeper renews
         // the lease); stop the handler if the lease is lost.
@@ -240,7 +253,12 @@ impl Slot {
             tracing::warn!(task_id = %task.task_id,
                 "capacity lease lost: task cancelled and returned to the queue");
             let _ = msg.ack_with(AckKind::Nak(None)).await;
-            return;
+            return Outcome::Abandoned;
+        };
+        let outcome = if result.is_ok() {
+            Outcome::Completed
+        } else {
+            Outcome::Failed
         };
         let ev = match result {
             Ok(out) => {
@@ -294,6 +312,7 @@ impl Slot {
         if let Err(e) = msg.ack().await {
             tracing::warn!(task_id = %task.task_id, error = %e, "ack failed; a redelivery will be ignored");
         }
+        outcome
     }
 
     /// Publishes the confirmations a completed task owes, each tried up to
@@ -372,11 +391,15 @@ impl Slot {
             .reporter
             .event(flight.task, TaskStatus::Progress, flight.started_at);
         let reporter = self.reporter.clone();
-        self.deps.tasks.spawn_named("progress", async move {
+        // In the task's span, so the event carries its trace context.
+        let publish = async move {
             if let Err(e) = reporter.publish(&ev).await {
                 tracing::debug!(task_id = %ev.task_id, error = %e, "progress event not published");
             }
-        });
+        };
+        self.deps
+            .tasks
+            .spawn_named("progress", publish.instrument(tracing::Span::current()));
     }
 
     /// Runs the handler; with `worker.pace` the task takes at least its
@@ -387,6 +410,11 @@ impl Slot {
     ) -> Result<crate::handler::HandlerOutput, caucus_shared::task::TaskError> {
         let t0 = tokio::time::Instant::now();
         let r = self.deps.handler.run(task).await;
+        instruments().handler_ran(
+            &self.agent_type,
+            self.deps.handler.spec().kind(),
+            t0.elapsed(),
+        );
         if self.deps.config.worker.pace && task.expected_ms > 0 {
             tokio::time::sleep_until(t0 + Duration::from_millis(task.expected_ms)).await;
         }

@@ -7,6 +7,7 @@ pub mod control;
 pub mod gates;
 pub mod patterns;
 pub mod plan;
+pub mod scaling;
 pub mod status;
 pub mod submit;
 pub mod workers;
@@ -21,6 +22,7 @@ pub fn operations() -> Vec<OperationDoc> {
         status::DOCS,
         plan::DOCS,
         workers::DOCS,
+        scaling::DOCS,
         control::DOCS,
         gates::DOCS,
         audit::DOCS,
