@@ -8,6 +8,9 @@ use caucus_shared::api::coordinator::submit::{
 };
 use caucus_shared::clock::SharedClock;
 use caucus_shared::nats::api::ApiError;
+use caucus_shared::nats::trace;
+use tracing::Instrument;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::commands::{
     ask, parse_status_cursor, Command, SchedulerHandle, StatusFilter, STATUS_MAX_LIMIT,
@@ -99,6 +102,27 @@ pub async fn submit_with(
     subs: Submissions,
     adjust: impl Fn(&mut crate::workflow::WorkflowRecord),
 ) -> Result<SubmitReply, ApiError> {
+    // The root of every workflow this submission creates: a child of the
+    // current span (the API server's `api` span, itself a child of the
+    // caller's `traceparent`; or a request's consumer span).
+    let span = tracing::info_span!(
+        "submit",
+        caucus.items = req.items.len(),
+        caucus.submission_id = tracing::field::Empty
+    );
+    submit_in_span(req, scheduler, clock, settings, subs, adjust)
+        .instrument(span)
+        .await
+}
+
+async fn submit_in_span(
+    req: SubmitRequest,
+    scheduler: impl FnOnce() -> Result<SchedulerHandle, ApiError>,
+    clock: SharedClock,
+    settings: SubmitSettings,
+    subs: Submissions,
+    adjust: impl Fn(&mut crate::workflow::WorkflowRecord),
+) -> Result<SubmitReply, ApiError> {
     check_items(&req.items)?;
     if let Some(k) = &req.idempotency_key {
         check_key(k)?;
@@ -123,6 +147,10 @@ pub async fn submit_with(
         Some(k) => submission_id_for_key(k),
         None => new_submission_id(),
     };
+    let root = tracing::Span::current();
+    root.record("caucus.submission_id", submission_id.as_str());
+    let (trace_parent, trace_state) = trace::traceparent_of(&root.context()).unzip();
+    let trace_state = trace_state.flatten();
     let _running = subs.lock(&submission_id).await;
     let now = clock.now();
     let fresh = SubmissionRecord {
@@ -185,6 +213,8 @@ pub async fn submit_with(
                 .with_level_review(review.clone());
                 rec.auto_approve_gates = req.auto_approve_gates;
                 rec.epoch = grant.epoch;
+                rec.trace_parent = trace_parent.clone();
+                rec.trace_state = trace_state.clone();
                 crate::research::attach(&mut rec, spec.timeout, &settings.research, clock.now())
                     .map_err(|e| ApiError::new("invalid_pipeline", e.to_string()))?;
                 adjust(&mut rec);

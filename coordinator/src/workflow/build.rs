@@ -182,6 +182,8 @@ pub fn instantiate(
         auto_approve_gates: false,
         flags: Vec::new(),
         epoch: 0,
+        trace_parent: None,
+        trace_state: None,
     };
     // A gate without dependencies waits for its person from the start.
     rec.open_gates(now);

@@ -302,6 +302,14 @@ pub struct WorkflowRecord {
     /// deposed and steps down (docs/RELIABILITY.md).
     #[serde(default)]
     pub epoch: u64,
+    /// W3C `traceparent` of the workflow's root span (`submit`, or
+    /// `workflow` for one created otherwise): every later span of the
+    /// workflow (dispatches, gates) is its child, on any coordinator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_parent: Option<String>,
+    /// W3C `tracestate` that came with [`WorkflowRecord::trace_parent`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_state: Option<String>,
 }
 
 /// A note that a workflow may need re-evaluation.

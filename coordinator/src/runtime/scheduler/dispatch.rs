@@ -5,6 +5,8 @@ use async_nats::jetstream::context::{PublishAckFuture, PublishError};
 use async_nats::HeaderMap;
 use chrono::Utc;
 use futures::future::join_all;
+use tracing::Instrument;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use caucus_shared::nats::trace;
 use caucus_shared::task::TaskDispatch;
@@ -57,28 +59,38 @@ impl Scheduler {
         if !self.may_act() {
             return;
         }
-        let mut acks: Vec<(TaskDispatch, Result<PublishAckFuture, PublishError>)> =
-            Vec::with_capacity(dispatches.len());
+        let mut acks: Vec<(
+            TaskDispatch,
+            tracing::Span,
+            Result<PublishAckFuture, PublishError>,
+        )> = Vec::with_capacity(dispatches.len());
         for d in dispatches {
+            let span = self.dispatch_span(&d);
             let mut headers = HeaderMap::new();
             headers.insert("Nats-Msg-Id", d.msg_id().as_str());
-            trace::inject(&mut headers);
+            // The worker's `task` span becomes a child of this one.
+            trace::inject_context(&span.context(), &mut headers);
             let body = serde_json::to_vec(&d).expect("dispatch serialises");
             let r = self
                 .js
                 .publish_with_headers(self.subjects.tasks(&d.agent_type), headers, body.into())
+                .instrument(span.clone())
                 .await;
-            acks.push((d, r));
+            acks.push((d, span, r));
         }
         let mut failed = Vec::new();
-        let futs = acks.into_iter().map(|(d, r)| async move {
-            match r {
-                Ok(f) => match f.await {
-                    Ok(_) => Ok(d.task_id),
+        // Each dispatch span lasts until JetStream confirms (or refuses) it.
+        let futs = acks.into_iter().map(|(d, span, r)| {
+            async move {
+                match r {
+                    Ok(f) => match f.await {
+                        Ok(_) => Ok(d.task_id),
+                        Err(e) => Err((d, e.to_string())),
+                    },
                     Err(e) => Err((d, e.to_string())),
-                },
-                Err(e) => Err((d, e.to_string())),
+                }
             }
+            .instrument(span)
         });
         let now = self.clock.now();
         for r in join_all(futs).await {
@@ -92,6 +104,60 @@ impl Scheduler {
         for (d, e) in failed {
             self.dispatch_failed(&d, &e);
         }
+    }
+
+    /// The `dispatch` span of one attempt, a child of its workflow's root
+    /// (stored in the record, so it is the same trace on any coordinator
+    /// and across re-runs and resumes). A workflow without a stored root
+    /// (an older record, or one created outside `submit`) gets a
+    /// `workflow` root span now, stored with the record's next write.
+    fn dispatch_span(&mut self, d: &TaskDispatch) -> tracing::Span {
+        let key = d
+            .task_id
+            .strip_prefix(d.workflow_id.as_str())
+            .and_then(|k| k.strip_prefix('/'))
+            .unwrap_or_default();
+        let mut queue_wait_ms = 0i64;
+        let mut parent = None;
+        if let Some(rec) = self.engine.get_mut(&d.workflow_id) {
+            if let Some(ready) = rec.tasks.get(key).and_then(|t| t.ready_at) {
+                queue_wait_ms = (d.dispatched_at - ready).num_milliseconds().max(0);
+            }
+            if rec.trace_parent.is_none() {
+                let root = tracing::info_span!(
+                    parent: None,
+                    "workflow",
+                    caucus.workflow_id = %d.workflow_id,
+                    caucus.item = %d.item,
+                    caucus.pipeline = %d.pipeline
+                );
+                if let Some((tp, ts)) = trace::traceparent_of(&root.context()) {
+                    rec.trace_parent = Some(tp);
+                    rec.trace_state = ts;
+                    self.dirty.insert(d.workflow_id.clone());
+                }
+            }
+            parent = rec
+                .trace_parent
+                .as_deref()
+                .map(|tp| trace::context_from(tp, rec.trace_state.as_deref()));
+        }
+        let span = tracing::info_span!(
+            parent: None,
+            "dispatch",
+            otel.kind = "producer",
+            caucus.task_id = %d.task_id,
+            caucus.workflow_id = %d.workflow_id,
+            caucus.item = %d.item,
+            caucus.stage = %d.stage,
+            caucus.agent_type = %d.agent_type,
+            caucus.attempt = d.attempt,
+            caucus.queue_wait_ms = queue_wait_ms
+        );
+        if let Some(cx) = parent {
+            trace::set_parent(&span, cx);
+        }
+        span
     }
 
     /// A dispatch JetStream did not confirm fails its attempt (transient),

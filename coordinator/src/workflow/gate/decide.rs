@@ -9,6 +9,7 @@ use super::super::{TaskRunState, WorkflowRecord, WorkflowState};
 use super::error::GateError;
 use super::rerun::{renew, RerunRecord};
 use super::state::{GateAction, GateDecision, GateRequest, GateState};
+use super::trace::GateEvent;
 
 /// What a decision changed.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -51,6 +52,7 @@ impl WorkflowRecord {
         let key = self.pick_open_gate(gate)?;
         let stage = self.tasks[&key].stage.clone();
         let rationale = req.rationale.trim().to_string();
+        let decided_by = req.decided_by.clone();
         match req.action {
             GateAction::Approve => {
                 let pending = self.pending_upstream(&key);
@@ -176,6 +178,12 @@ impl WorkflowRecord {
                 out.newly_ready = self.after_completion(now).0;
             }
         }
+        self.trace_gate(GateEvent {
+            name: "gate.decided",
+            gate: &key,
+            decision: req.action.as_str(),
+            by: &decided_by,
+        });
         Ok(out)
     }
 }

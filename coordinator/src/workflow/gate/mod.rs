@@ -19,6 +19,7 @@ mod progress;
 mod rerun;
 mod settle;
 mod state;
+mod trace;
 
 pub use decide::GateOutcome;
 pub use error::GateError;

@@ -5,6 +5,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::super::{TaskRunState, WorkflowRecord};
+use super::trace::GateEvent;
 
 /// A reminder or escalation that is due for an open gate.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,6 +75,19 @@ impl WorkflowRecord {
                 reminder: 0,
                 escalation: true,
                 waiting_ms,
+            });
+        }
+        for n in &out {
+            let what = if n.escalation {
+                "escalation".to_string()
+            } else {
+                format!("reminder {}", n.reminder)
+            };
+            self.trace_gate(GateEvent {
+                name: "gate.reminded",
+                gate: key,
+                decision: &what,
+                by: "",
             });
         }
         if !out.is_empty() {

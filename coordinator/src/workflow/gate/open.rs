@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::super::{TaskRecord, TaskRunState, WorkflowRecord};
 use super::error::GateError;
 use super::state::GateState;
+use super::trace::GateEvent;
 
 impl WorkflowRecord {
     pub(super) fn is_gate_task(&self, t: &TaskRecord) -> bool {
@@ -35,6 +36,14 @@ impl WorkflowRecord {
                     decision: None,
                 }));
             }
+        }
+        for k in &keys {
+            self.trace_gate(GateEvent {
+                name: "gate.opened",
+                gate: k,
+                decision: "",
+                by: "",
+            });
         }
         keys
     }
