@@ -46,6 +46,8 @@ impl WorkflowRecord {
             by,
         } = event;
         // The message is the OpenTelemetry event's name.
-        span.in_scope(|| tracing::info!(gate, decision, by, workflow_id = %self.workflow_id, "{name}"));
+        span.in_scope(
+            || tracing::info!(gate, decision, by, workflow_id = %self.workflow_id, "{name}"),
+        );
     }
 }
