@@ -26,10 +26,12 @@ use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::AckKind;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use caucus_shared::envelope::{Envelope, MessageType};
 use caucus_shared::messages::{Challenge, Confirmation, Request};
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
+use caucus_shared::nats::trace;
 use caucus_shared::service::Tasks;
 
 use super::debates::{DebateAgent, HandleError};
@@ -79,7 +81,13 @@ pub async fn run(
             else {
                 continue;
             };
-            match handle(&agent, &env, &tracker, &shutdown).await {
+            // In the sender's trace (the facilitator's debate): the
+            // answers, evidence and verdicts published here carry it on.
+            let span = trace::consumer_span(&msg.subject, msg.headers.as_ref());
+            let handled = handle(&agent, &env, &tracker, &shutdown)
+                .instrument(span)
+                .await;
+            match handled {
                 Ok(()) => {
                     let _ = msg.ack().await;
                 }
@@ -207,9 +215,11 @@ async fn handle(
                 let agent = agent.clone();
                 let shutdown = shutdown.clone();
                 // Waiting for the evidence must not hold up the inbox.
-                tracker.spawn_named("debate-judge", async move {
+                let judge = async move {
                     agent.judge(&c, &debate_id, &snapshot_id, shutdown).await;
-                });
+                };
+                // Its verdict stays in the challenge's trace.
+                tracker.spawn_named("debate-judge", judge.instrument(tracing::Span::current()));
                 Ok(())
             } else {
                 tracing::info!(debate_id, agent_type = %agent.agent_type, "challenge names neither side as this agent; ignored");
@@ -252,7 +262,7 @@ async fn confirm_flush(
     let answer = env.reply(MessageType::Confirmation, agent.agent_type.clone(), value);
     agent
         .nats
-        .publish(reply_to.to_string(), answer.to_bytes())
+        .publish_with_headers(reply_to.to_string(), trace::headers(), answer.to_bytes())
         .await
         .map_err(|e| HandleError::Transient(format!("flush confirmation: {e}")))?;
     agent
