@@ -142,6 +142,8 @@ async fn open_kv(
 pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), CoordinatorError> {
     let cfg = &deps.config.coordinator;
     cfg.validate()?;
+    // Before standing by: a standby shows `caucus_coordinator_leader 0`.
+    metrics::register();
     // The buckets and consumers the restricted services bind to (the
     // streams were created by `Service::start`).
     let known = topology::administer(&deps)
@@ -293,6 +295,7 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
         let (tx, rx) = mpsc::channel(1024);
         sched.set_handle(tx.clone());
         *current.write().expect("scheduler slot") = Some(tx.clone());
+        metrics::lead();
         // The term's tasks run in one set: one that ends early or panics
         // ends the term (its work would silently stop otherwise: no events
         // applied, no capacity read) and is reported in health.
@@ -391,6 +394,7 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             // At once, not after the other tasks: the API must not hand
             // requests to a scheduler that stopped.
             *current.write().expect("scheduler slot") = None;
+            metrics::stand_by();
         };
         tokio::join!(scheduling, tasks.supervise());
         let _ = stop.await;

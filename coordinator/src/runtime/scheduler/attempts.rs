@@ -57,7 +57,11 @@ impl Scheduler {
             started_at: t.started_at,
             at: now,
         };
+        let before = self.before(&ev);
         if let Some(outcome) = self.engine.apply_event(&ev, now) {
+            if let Some(before) = before {
+                self.observe(&ev, before, &outcome);
+            }
             self.heard.remove(task_id);
             self.dirty.insert(workflow_id.to_string());
             if let Some(c) = self.control.as_mut() {

@@ -9,7 +9,30 @@ use async_nats::jetstream;
 use caucus_shared::task::TaskEvent;
 
 use super::Scheduler;
-use crate::workflow::EventOutcome;
+use crate::runtime::metrics::{self, AttemptEnd};
+use crate::workflow::{EventOutcome, TaskRecord, TaskRunState, WorkflowRecord, WorkflowState};
+
+/// What the metrics need to know of a task before its event is applied.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Before {
+    workflow: WorkflowState,
+    task: TaskRunState,
+}
+
+/// The task `ev` names in `rec` (without allocating its key).
+fn task_of<'a>(rec: &'a WorkflowRecord, ev: &TaskEvent) -> Option<&'a TaskRecord> {
+    let key = ev
+        .task_id
+        .strip_prefix(rec.workflow_id.as_str())?
+        .strip_prefix('/')?;
+    rec.tasks.get(key)
+}
+
+/// Seconds from `from` to `to`, never negative (the worker's clock may be
+/// behind the coordinator's).
+fn seconds(from: chrono::DateTime<chrono::Utc>, to: chrono::DateTime<chrono::Utc>) -> f64 {
+    (to - from).num_microseconds().unwrap_or(0).max(0) as f64 / 1e6
+}
 
 impl Scheduler {
     /// Applies a batch of task events with the messages to ack once
@@ -43,7 +66,11 @@ impl Scheduler {
                     .push(msg);
                 continue;
             }
+            let before = self.before(&ev);
             let outcome = self.engine.apply_event(&ev, now);
+            if let (Some(before), Some(o)) = (before, &outcome) {
+                self.observe(&ev, before, o);
+            }
             if matches!(outcome, Some(EventOutcome::Completed { .. }))
                 && msg.payload.len() > self.cfg.inline_output_bytes
             {
@@ -94,6 +121,48 @@ impl Scheduler {
                 .entry(ev.workflow_id.clone())
                 .or_default()
                 .push(msg);
+        }
+    }
+
+    /// The workflow's and the task's state before `ev` is applied.
+    pub(super) fn before(&self, ev: &TaskEvent) -> Option<Before> {
+        let rec = self.engine.get(&ev.workflow_id)?;
+        Some(Before {
+            workflow: rec.state,
+            task: task_of(rec, ev)?.state,
+        })
+    }
+
+    /// Records what applying `ev` did (it was not ignored): the attempt's
+    /// queue wait when it started (or completed without a `started`
+    /// first), its run time and end, and the workflow's finish.
+    pub(super) fn observe(&mut self, ev: &TaskEvent, before: Before, outcome: &EventOutcome) {
+        let Some(rec) = self.engine.get(&ev.workflow_id) else {
+            return;
+        };
+        let state = rec.state;
+        if let Some(t) = task_of(rec, ev) {
+            let first_word = before.task != TaskRunState::Running;
+            match outcome {
+                EventOutcome::Started | EventOutcome::Completed { .. } if first_word => {
+                    if let (Some(ready), Some(started)) = (t.ready_at, t.started_at) {
+                        metrics::dispatch_latency(&t.agent_type, seconds(ready, started));
+                    }
+                }
+                _ => {}
+            }
+            if let EventOutcome::Completed { .. } = outcome {
+                if let (Some(started), Some(finished)) = (t.started_at, t.finished_at) {
+                    metrics::task_duration(&t.agent_type, seconds(started, finished));
+                }
+            }
+            if let Some(end) = AttemptEnd::of(outcome) {
+                metrics::attempt_ended(&t.agent_type, end);
+            }
+        }
+        if state.is_terminal() && !before.workflow.is_terminal() {
+            metrics::workflow_finished(state);
+            self.finished_seen.insert(ev.workflow_id.clone());
         }
     }
 

@@ -101,6 +101,13 @@ pub struct Scheduler {
     findings: Option<crate::runtime::inbound::FindingsIndex>,
     /// Answers finished request workflows.
     requests: Option<crate::runtime::requests::RequestAnswers>,
+    /// Finished workflows already counted in `caucus_workflows_finished_total`
+    /// (or finished before this scheduler held them): a finish is counted
+    /// once, when an event ends the workflow or the next gauge refresh
+    /// finds it finished, whichever comes first.
+    finished_seen: HashSet<String>,
+    /// When the gauges' snapshot was last refreshed.
+    gauges_at: Option<std::time::Instant>,
 }
 
 impl Scheduler {
@@ -140,6 +147,8 @@ impl Scheduler {
             unindexed: HashSet::new(),
             findings: None,
             requests: None,
+            finished_seen: HashSet::new(),
+            gauges_at: None,
         }
     }
 

@@ -43,6 +43,8 @@ impl Scheduler {
             self.revisions.insert(id.to_string(), rev);
             if rec.state.is_terminal() {
                 self.unindexed.insert(id.to_string());
+                // Finished before: not a finish of this tenure's.
+                self.finished_seen.insert(id.to_string());
             }
             self.engine.insert(rec);
             self.hear_in_flight(id);
@@ -62,15 +64,18 @@ impl Scheduler {
             return Err(LeaseExpired);
         }
         if let submissions::SubmitOp::Adopt(records) = op {
+            let mut adopted = 0;
             for (rec, rev) in records {
                 if self.engine.get(&rec.workflow_id).is_some() {
                     continue;
                 }
+                adopted += 1;
                 let id = rec.workflow_id.clone();
                 self.revisions.insert(id.clone(), rev);
                 self.engine.insert(rec);
                 self.hear_in_flight(&id);
             }
+            crate::runtime::metrics::workflows_submitted(adopted);
         }
         Ok(submissions::SubmitGrant {
             epoch: self.epoch(),
@@ -92,6 +97,7 @@ impl Scheduler {
             self.engine.remove(&id);
             self.revisions.remove(&id);
             self.unindexed.remove(&id);
+            self.finished_seen.remove(&id);
         }
     }
 }
