@@ -76,6 +76,8 @@ the config file, telemetry.
   value: {{ .Values.telemetry.logFormat | quote }}
 - name: CAUCUS_TELEMETRY_LOG_LEVEL
   value: {{ .Values.telemetry.logLevel | quote }}
+- name: CAUCUS_TELEMETRY_METRICS_ADDR
+  value: {{ printf "0.0.0.0:%d" (.Values.metrics.port | int) | quote }}
 {{- if .Values.nats.credentials.existingSecret }}
 - name: CAUCUS_NATS_CREDENTIALS_FILE
   value: /etc/caucus/nats/{{ .Values.nats.credentials.key }}
@@ -85,6 +87,37 @@ the config file, telemetry.
   value: {{ .Values.telemetry.otlpEndpoint | quote }}
 {{- end }}
 {{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Base URL of the coordinator Service's HTTP port (/metrics, /scaling/...),
+as KEDA (in its own namespace) reaches it.
+*/}}
+{{- define "caucus.coordinatorUrl" -}}
+{{- printf "http://%s-coordinator.%s.svc.%s:%d" (include "caucus.fullname" .) .Release.Namespace .Values.clusterDomain (.Values.metrics.port | int) -}}
+{{- end -}}
+
+{{/*
+The HTTP port every caucus process listens on (telemetry.metrics_addr):
+/metrics, /healthz and, on the coordinator, /scaling/<agent_type>.
+*/}}
+{{- define "caucus.httpPort" -}}
+ports:
+  - name: http
+    containerPort: {{ .Values.metrics.port | int }}
+    protocol: TCP
+{{- end -}}
+
+{{/* Pod annotations: Prometheus scrape hints, then podAnnotations. */}}
+{{- define "caucus.podAnnotations" -}}
+{{- if .Values.metrics.scrapeAnnotations }}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ .Values.metrics.port | int | quote }}
+prometheus.io/path: /metrics
+{{- end }}
+{{- with .Values.podAnnotations }}
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
