@@ -21,7 +21,7 @@ mod record;
 pub mod resolution;
 pub mod routing;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::time::Duration;
 

@@ -67,6 +67,14 @@ pub struct Debate {
     /// Similar past debates resolved before its snapshot, closest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub precedents: Vec<super::precedents::Precedent>,
+    /// W3C `traceparent` of the debate's `debate` span: every later step,
+    /// on whichever instance, continues that trace (see
+    /// `service::spans`). None when it was opened without tracing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_parent: Option<String>,
+    /// W3C `tracestate` stored with [`Debate::trace_parent`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_state: Option<String>,
     /// Every step so far.
     pub history: Vec<HistoryEntry>,
 }
@@ -177,7 +185,9 @@ impl Debate {
 }
 
 /// Field for field (destructured, so a field added to one and not the
-/// other fails to compile; the JSON is checked by a test).
+/// other fails to compile; the JSON is checked by a test). The stored
+/// trace context is the facilitator's own bookkeeping, not part of the
+/// API's record, and is left out.
 impl From<Debate> for DebateRecord {
     fn from(d: Debate) -> Self {
         let Debate {
@@ -201,6 +211,8 @@ impl From<Debate> for DebateRecord {
             redebate_of,
             generation,
             precedents,
+            trace_parent: _,
+            trace_state: _,
             history,
         } = d;
         DebateRecord {

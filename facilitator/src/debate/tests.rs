@@ -62,7 +62,9 @@ fn snapshot() -> Snapshot {
     }
 }
 
-fn open(priority: &str) -> Debate {
+/// A debate opened from the seed's challenge at `t0` (also used by other
+/// modules' tests).
+pub(crate) fn open(priority: &str) -> Debate {
     let ext = ChallengeExtensions {
         downstream_dependencies: vec!["dcf_valuation".into(), "risk_assessment".into()],
         ..Default::default()

@@ -14,8 +14,10 @@ use caucus_shared::envelope::{Envelope, MessageType};
 use caucus_shared::nats::bind::{self, BindBudget};
 use caucus_shared::nats::consumers;
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
+use caucus_shared::nats::trace;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use super::engine::Facilitator;
 use super::error::ServiceError;
@@ -62,6 +64,9 @@ pub async fn run(
             })
             .await;
             let Some(env) = decoded else { return ControlFlow::Continue(()) };
+            // The sender's span (a worker task's, for a challenge) is the
+            // parent: the debate this may open joins the workflow's trace.
+            let span = trace::consumer_span(&msg.subject, msg.headers.as_ref());
             let is_challenge = env.message_type == MessageType::Challenge;
             // Opening a debate waits for flushes (up to the flush time-out):
             // run it beside the loop so other debates keep moving.
@@ -93,6 +98,7 @@ pub async fn run(
                     }
                 }
             };
+            let work = work.instrument(span);
             if is_challenge {
                 tasks.spawn(work);
             } else {

@@ -10,8 +10,11 @@ use caucus_shared::messages::{
 };
 use caucus_shared::subjects::Subjects;
 
+use tracing::{Instrument, Span};
+
 use super::error::ServiceError;
 use super::experts::ExpertQueues;
+use super::spans;
 use super::store::{DebateStore, StoreError, TrackStore};
 use super::sync::Snapshotter;
 use crate::credibility::{assess_pair, score, CredibilityParams, L2Assessment};
@@ -21,6 +24,7 @@ use crate::debate::{
     GateAction, HumanDecision, OverrideImpact, RedebateRequest, Timeouts,
 };
 use crate::impact::{self, Analysis, AnalysisKind, AssumptionChange, ImpactParams};
+use crate::metrics;
 use caucus_shared::api::facilitator::{DecideRequest, ExpertLoadReply, GateReviewRequest};
 
 /// Revision conflicts retried before giving up (another instance keeps
@@ -57,6 +61,9 @@ pub struct Facilitator {
     pub precedents: crate::debate::precedents::PrecedentIndex,
     /// Sender name of the facilitator's messages.
     pub name: String,
+    /// Open debates as the bucket shows them (`caucus_debates_open`; fed by
+    /// the timer's watch).
+    pub open_debates: crate::metrics::OpenDebates,
 }
 
 impl Facilitator {
@@ -80,6 +87,24 @@ impl Facilitator {
         if let Some((d, _)) = self.debates.get(&id).await? {
             return Ok(d);
         }
+        let span = spans::debate_span(&id, &challenge);
+        if let Some((of, _)) = &redebate {
+            span.record("caucus.redebate_of", of.as_str());
+        }
+        self.open_new(id, challenge, extensions, redebate)
+            .instrument(span)
+            .await
+    }
+
+    /// [`Facilitator::open`] once it knows the debate is new, inside its
+    /// `debate` span.
+    async fn open_new(
+        &self,
+        id: String,
+        challenge: Challenge,
+        extensions: ChallengeExtensions,
+        redebate: Option<(String, u32)>,
+    ) -> Result<Debate, ServiceError> {
         let participants = vec![challenge.challenger.clone(), challenge.challenged.clone()];
         let snapshot = self
             .sync
@@ -101,6 +126,8 @@ impl Facilitator {
         }
         // Precedents as of the snapshot, from the in-memory index.
         d.precedents = self.precedents.find(&d);
+        // Later steps, whenever and wherever they run, join this span.
+        spans::store_context(&mut d, &Span::current());
         match self.debates.create(&d).await {
             Ok(_) => {}
             Err(StoreError::Exists(_)) => {
@@ -177,16 +204,32 @@ impl Facilitator {
     where
         F: Fn(&mut Debate) -> Result<Vec<Effect>, DebateError>,
     {
+        // One `debate.step` span for the transition, however many conflict
+        // rounds it takes (made on the first load: its parent is stored in
+        // the debate).
+        let mut span: Option<Span> = None;
         for _ in 0..CONFLICT_ROUNDS {
             let (mut d, rev) = self
                 .debates
                 .get(id)
                 .await?
                 .ok_or_else(|| ServiceError::NotFound(id.to_string()))?;
-            let effects = f(&mut d)?;
-            match self.debates.update(&d, rev).await {
+            let span = span.get_or_insert_with(|| spans::step_span(&d)).clone();
+            let effects = match f(&mut d) {
+                Ok(fx) => fx,
+                Err(e) => {
+                    span.record("otel.status_code", "error");
+                    span.in_scope(
+                        || tracing::debug!(debate_id = %id, error = %e, "debate step refused"),
+                    );
+                    return Err(e.into());
+                }
+            };
+            match self.debates.update(&d, rev).instrument(span.clone()).await {
                 Ok(_) => {
-                    self.apply(&d, effects).await;
+                    spans::record_step(&span, &d, &effects);
+                    metrics::debate_effects(&effects);
+                    self.apply(&d, effects).instrument(span).await;
                     return Ok(d);
                 }
                 Err(StoreError::Conflict(_)) => continue,
@@ -378,7 +421,7 @@ impl Facilitator {
         for e in effects {
             match e {
                 Effect::Escalated(esc) => {
-                    tracing::info!(debate_id = %d.debate_id, from = esc.from_level, to = esc.to_level, reason = %esc.reason, "debate escalated");
+                    tracing::info!(debate_id = %d.debate_id, from = esc.from_level, to = esc.to_level, reason = %esc.reason, outcome = metrics::escalation_outcome(&esc.reason), expert = esc.expert.as_deref(), "debate escalated");
                     if let Ok(env) = Envelope::with_content(self.name.clone(), &esc) {
                         self.publish(
                             self.subjects.debates(&d.debate_id, "escalation"),
@@ -392,7 +435,7 @@ impl Facilitator {
                     }
                 }
                 Effect::Resolved(rec) => {
-                    tracing::info!(debate_id = %d.debate_id, level = rec.level, label = %rec.label, "debate resolved");
+                    tracing::info!(debate_id = %d.debate_id, level = rec.level, method = ?rec.method, label = %rec.label, outcome = metrics::resolution_outcome(rec.method), binding = rec.binding, provisional = rec.provisional, "debate resolved");
                     match Envelope::with_content(self.name.clone(), &rec.to_wire()) {
                         Ok(env) => {
                             let id = format!(

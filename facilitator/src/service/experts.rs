@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use caucus_shared::redis::{BoundedCounter, RedisPool};
+use tokio_util::sync::CancellationToken;
 
 use crate::debate::routing::{self, ExpertSlot};
 
@@ -90,5 +91,27 @@ impl ExpertQueues {
         debate_id: &str,
     ) -> Result<bool, caucus_shared::Error> {
         self.counter.remove(&queue_name(expert), debate_id).await
+    }
+}
+
+/// Keeps `caucus_expert_queue{expert}` current: reads every queue from
+/// Redis now and every `every` until `shutdown` (claims and releases by
+/// any instance show within one period).
+pub async fn report_load(queues: ExpertQueues, every: Duration, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match queues.load().await {
+            Ok(load) => {
+                for (expert, members) in load {
+                    crate::metrics::expert_queue(&expert, members.len());
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "expert queues unreadable; gauge kept"),
+        }
     }
 }

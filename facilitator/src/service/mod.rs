@@ -13,6 +13,7 @@ pub mod engine;
 pub mod error;
 pub mod experts;
 pub mod regime;
+pub mod spans;
 pub mod store;
 pub mod sync;
 pub mod timer;
@@ -100,6 +101,7 @@ pub async fn build(ctx: &ServiceContext) -> Result<Facilitator, Error> {
         regime,
         precedents: Default::default(),
         name: ctx.service.clone(),
+        open_debates: Default::default(),
     })
 }
 
@@ -156,6 +158,14 @@ async fn run(
     ctx.tasks.spawn_named(
         "timer",
         timer::run(fac.clone(), index, cfg.timer_tick, ctx.shutdown.clone()),
+    );
+    ctx.tasks.spawn_named(
+        "expert-queue-metrics",
+        experts::report_load(
+            fac.experts.clone(),
+            crate::metrics::EXPERT_QUEUE_REFRESH,
+            ctx.shutdown.clone(),
+        ),
     );
     for c in consumers {
         ctx.tasks.spawn_named(

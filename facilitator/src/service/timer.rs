@@ -69,11 +69,13 @@ pub async fn watch(
             if entry.operation != kv::Operation::Put {
                 idx.remove(&id);
                 fac.precedents.remove(&id);
+                fac.open_debates.removed(&id);
                 continue;
             }
             match serde_json::from_slice::<Debate>(&entry.value) {
                 Ok(d) => {
                     fac.precedents.observe(&d);
+                    fac.open_debates.observe(&d);
                     match due_of(&d, fac.clock.now(), grace) {
                         Some(at) => {
                             idx.insert(id, at);

@@ -59,6 +59,8 @@ impl Debate {
             redebate_of: None,
             generation: 0,
             precedents: Vec::new(),
+            trace_parent: None,
+            trace_state: None,
             history: vec![HistoryEntry {
                 at: now,
                 level: 1,
