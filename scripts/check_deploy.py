@@ -551,8 +551,14 @@ def check_nats_helm_auth(values: dict) -> None:
 
 # ---------------------------------------------------------------------- helm
 NO_AUTH = {"auth": {"enabled": False}}
+# Kinds kubernetes-validate has no schema for.
+CRD_KINDS = ("ScaledObject", "ServiceMonitor")
+# The HTTP port (/metrics, /healthz, /scaling/<type>) unless values say otherwise.
+DEFAULT_METRICS_PORT = 9464
 FULL_VALUES = {
     "keda": {"enabled": True},
+    # A port of its own: every place that names the port must follow it.
+    "metrics": {"port": 9470, "serviceMonitor": {"enabled": True}},
     "telemetry": {"otlpEndpoint": "http://otel-collector.observability:4317"},
     "nats": {
         "existingSecret": "caucus-nats",
@@ -563,7 +569,7 @@ FULL_VALUES = {
     "services": {"coordinator": {"replicas": 2}},
     # research_discovery: an agent type with `_`, which names must not carry.
     "workers": {
-        "valuation": {"slots": 2},
+        "valuation": {"slots": 2, "autoscaling": {"jetstreamLag": {"enabled": True}}},
         "report": {"enabled": False},
         "research_discovery": {"enabled": True},
     },
@@ -687,35 +693,155 @@ def check_helm_objects(label: str, objs: list[dict], keda: bool) -> None:
         ]
         if len(hits) != 1:
             fail(f"helm ({label}) PDB {name} selects {len(hits)} Deployments")
+    port = FULL_VALUES["metrics"]["port"] if label == "full" else DEFAULT_METRICS_PORT
+    check_helm_metrics(label, by_kind, port)
     scaled = by_kind.get("ScaledObject", {})
     if keda:
-        for name, d in workers.items():
-            # The agent type as the worker runs it (names swap `_` for `-`).
-            env = {e["name"]: e.get("value") for e in d["spec"]["template"]["spec"]["containers"][0]["env"]}
-            agent = env.get("CAUCUS_WORKER_AGENTS") or name.rsplit("-worker-", 1)[1]
-            so = scaled.get(name)
-            if so is None:
-                fail(f"helm ({label}): no ScaledObject for {name}")
-                continue
-            if so["apiVersion"] != "keda.sh/v1alpha1":
-                fail(f"helm ({label}) ScaledObject {name}: apiVersion {so['apiVersion']}")
-            if so["spec"]["scaleTargetRef"]["name"] not in deployments:
-                fail(f"helm ({label}) ScaledObject {name}: target is not a rendered Deployment")
-            if "replicas" in d["spec"]:
-                fail(f"helm ({label}) {name}: sets replicas although KEDA owns them")
-            t = so["spec"]["triggers"][0]
-            md = t.get("metadata", {})
-            wanted = {"stream": "CAUCUS_TASKS", "consumer": f"workers-{agent}"}
-            if t.get("type") != "nats-jetstream" or any(md.get(k) != v for k, v in wanted.items()):
-                fail(f"helm ({label}) ScaledObject {name}: trigger {t}")
-            for k in ("natsServerMonitoringEndpoint", "account", "lagThreshold"):
-                if not isinstance(md.get(k), str) or not md.get(k):
-                    fail(f"helm ({label}) ScaledObject {name}: metadata.{k} must be a non-empty string")
-        if scaled:
-            ok(f"helm ({label}): {len(scaled)} KEDA ScaledObjects on JetStream consumer lag (workers-<type> on CAUCUS_TASKS)")
+        check_helm_scaling(label, by_kind, workers, port)
     elif scaled:
         fail(f"helm ({label}): ScaledObjects rendered with keda.enabled=false")
     ok(f"helm ({label}): probes, selectors and PDBs consistent")
+
+
+def _selects(selector: dict, d: dict) -> bool:
+    """Whether a Service/PDB selector picks a Deployment's pods."""
+    labels = d["spec"]["template"]["metadata"]["labels"]
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def _http_port(svc: dict) -> dict | None:
+    return next((p for p in svc["spec"].get("ports") or [] if p.get("name") == "http"), None)
+
+
+def check_helm_metrics(label: str, by_kind: dict[str, dict[str, dict]], port: int) -> None:
+    """Every caucus process serves /metrics on `port`: the env that turns the
+    listener on, the container port, the scrape annotations, the headless
+    metrics Service over every pod, and the ServiceMonitor (full values only)."""
+    deployments = by_kind.get("Deployment", {})
+    services = by_kind.get("Service", {})
+    bad = []
+    for name, d in deployments.items():
+        pod = d["spec"]["template"]
+        c = pod["spec"]["containers"][0]
+        env = {e["name"]: e.get("value") for e in c.get("env") or []}
+        if env.get("CAUCUS_TELEMETRY_METRICS_ADDR") != f"0.0.0.0:{port}":
+            bad.append(f"{name}: CAUCUS_TELEMETRY_METRICS_ADDR is {env.get('CAUCUS_TELEMETRY_METRICS_ADDR')!r}")
+        ports = {p.get("name"): p.get("containerPort") for p in c.get("ports") or []}
+        if ports.get("http") != port:
+            bad.append(f"{name}: container port http is {ports.get('http')}, expected {port}")
+        ann = pod["metadata"].get("annotations") or {}
+        want = {"prometheus.io/scrape": "true", "prometheus.io/port": str(port), "prometheus.io/path": "/metrics"}
+        if any(ann.get(k) != v for k, v in want.items()):
+            bad.append(f"{name}: scrape annotations {({k: ann.get(k) for k in want})}, expected {want}")
+    metrics = [s for s in services.values() if s["metadata"]["labels"].get("app.kubernetes.io/component") == "metrics"]
+    if len(metrics) != 1:
+        bad.append(f"{len(metrics)} metrics Services, expected 1")
+    else:
+        m = metrics[0]
+        if m["spec"].get("clusterIP") != "None":
+            bad.append(f"metrics Service {m['metadata']['name']} is not headless")
+        if (_http_port(m) or {}).get("port") != port:
+            bad.append(f"metrics Service {m['metadata']['name']}: port http is not {port}")
+        missed = [n for n, d in deployments.items() if not _selects(m["spec"].get("selector") or {}, d)]
+        if missed:
+            bad.append(f"metrics Service {m['metadata']['name']} does not select {missed}")
+    monitors = by_kind.get("ServiceMonitor", {})
+    if label == "full":
+        if len(monitors) != 1:
+            bad.append(f"{len(monitors)} ServiceMonitors with metrics.serviceMonitor.enabled, expected 1")
+        for name, sm in monitors.items():
+            sel = sm["spec"]["selector"]["matchLabels"]
+            hits = [s for s in services.values() if all(s["metadata"]["labels"].get(k) == v for k, v in sel.items())]
+            if hits != metrics:
+                bad.append(f"ServiceMonitor {name} selects {[h['metadata']['name'] for h in hits]}, not the metrics Service")
+            eps = sm["spec"].get("endpoints") or []
+            if [(e.get("port"), e.get("path")) for e in eps] != [("http", "/metrics")]:
+                bad.append(f"ServiceMonitor {name}: endpoints {eps}")
+    elif monitors:
+        bad.append("ServiceMonitor rendered although metrics.serviceMonitor.enabled is false")
+    if bad:
+        fail(f"helm ({label}) metrics: " + "; ".join(bad))
+    else:
+        ok(f"helm ({label}): {len(deployments)} Deployments serve /metrics on {port} with scrape annotations; "
+           f"headless metrics Service over all{'; ServiceMonitor on it' if monitors else ''}")
+
+
+def check_helm_scaling(label: str, by_kind: dict[str, dict[str, dict]], workers: dict[str, dict], port: int) -> None:
+    """Each autoscaled worker's ScaledObject reads queue_depth from
+    GET /scaling/<agent_type> on the coordinator Service, which reaches the
+    coordinator pods' http port (docs/OPERATIONS.md, Autoscaling)."""
+    from urllib.parse import urlsplit
+
+    deployments = by_kind.get("Deployment", {})
+    services = by_kind.get("Service", {})
+    scaled = by_kind.get("ScaledObject", {})
+    coordinators = [d for n, d in deployments.items() if n.endswith("-coordinator")]
+    lag_triggers = 0
+    for name, d in workers.items():
+        # The agent type as the worker runs it (names swap `_` for `-`).
+        env = {e["name"]: e.get("value") for e in d["spec"]["template"]["spec"]["containers"][0]["env"]}
+        agent = env.get("CAUCUS_WORKER_AGENTS") or name.rsplit("-worker-", 1)[1]
+        so = scaled.get(name)
+        if so is None:
+            fail(f"helm ({label}): no ScaledObject for {name}")
+            continue
+        where = f"helm ({label}) ScaledObject {name}"
+        if so["apiVersion"] != "keda.sh/v1alpha1":
+            fail(f"{where}: apiVersion {so['apiVersion']}")
+        if so["spec"]["scaleTargetRef"]["name"] not in deployments:
+            fail(f"{where}: target is not a rendered Deployment")
+        if "replicas" in d["spec"]:
+            fail(f"helm ({label}) {name}: sets replicas although KEDA owns them")
+        triggers = so["spec"]["triggers"]
+        t = triggers[0]
+        md = t.get("metadata", {})
+        if t.get("type") != "metrics-api" or md.get("valueLocation") != "queue_depth":
+            fail(f"{where}: first trigger is not metrics-api on queue_depth: {t}")
+            continue
+        target = md.get("targetValue")
+        if not isinstance(target, str) or not target.replace(".", "", 1).isdigit() or float(target) <= 0:
+            fail(f"{where}: targetValue must be a positive number as a string, is {target!r}")
+        url = urlsplit(md.get("url") or "")
+        host = url.hostname or ""
+        svc_name = host.partition(".")[0]
+        want_host = f"{svc_name}.caucus.svc.cluster.local"
+        if (url.scheme, host, url.port, url.path) != ("http", want_host, port, f"/scaling/{agent}"):
+            fail(f"{where}: url {md.get('url')!r} is not http://<coordinator service>.caucus.svc.cluster.local:{port}/scaling/{agent}")
+            continue
+        svc = services.get(svc_name)
+        if svc is None:
+            fail(f"{where}: url names Service {svc_name}, which is not rendered")
+            continue
+        sp = _http_port(svc)
+        selected = [c for c in coordinators if _selects(svc["spec"].get("selector") or {}, c)]
+        others = [n for n, x in deployments.items() if _selects(svc["spec"].get("selector") or {}, x) and x not in coordinators]
+        if not sp or sp.get("port") != port or sp.get("targetPort") != "http":
+            fail(f"{where}: Service {svc_name} has no port {port} → http: {svc['spec'].get('ports')}")
+        elif len(selected) != 1 or others:
+            fail(f"{where}: Service {svc_name} selects {len(selected)} coordinator Deployments and {others}")
+        for extra in triggers[1:]:
+            emd = extra.get("metadata", {})
+            if extra.get("type") == "metrics-api":
+                if emd.get("valueLocation") != "oldest_wait_seconds" or emd.get("url") != md.get("url") \
+                        or extra.get("metricType") != "Value":
+                    fail(f"{where}: second metrics-api trigger is not oldest_wait_seconds (Value) on the same url: {extra}")
+            elif extra.get("type") == "nats-jetstream":
+                lag_triggers += 1
+                wanted = {"stream": "CAUCUS_TASKS", "consumer": f"workers-{agent}"}
+                if any(emd.get(k) != v for k, v in wanted.items()):
+                    fail(f"{where}: jetstream trigger {extra}")
+                for k in ("natsServerMonitoringEndpoint", "account", "lagThreshold"):
+                    if not isinstance(emd.get(k), str) or not emd.get(k):
+                        fail(f"{where}: jetstream trigger metadata.{k} must be a non-empty string")
+            else:
+                fail(f"{where}: unexpected trigger {extra}")
+    # Off by default; full values turn it on for valuation only.
+    want_lag = 1 if label == "full" else 0
+    if lag_triggers != want_lag:
+        fail(f"helm ({label}): {lag_triggers} JetStream-lag triggers, expected {want_lag}")
+    if scaled:
+        ok(f"helm ({label}): {len(scaled)} KEDA ScaledObjects read queue_depth of "
+           f"GET /scaling/<type> on the coordinator Service (port {port}); {lag_triggers} JetStream-lag trigger(s)")
 
 
 def validate_k8s(out: Path, tools_bin: Path, labels: list[str]) -> None:
@@ -728,9 +854,11 @@ def validate_k8s(out: Path, tools_bin: Path, labels: list[str]) -> None:
     files = [str(out / f"helm-{label}.yaml") for label in labels]
     r = run([sys.executable, "-m", "kubernetes_validate", "--strict", "--quiet", *files])
     text = (r.stdout + r.stderr).strip()
-    # CRDs (KEDA's ScaledObject) have no schema there: checked structurally above.
+    # CRDs (KEDA's ScaledObject, the Prometheus Operator's ServiceMonitor) have
+    # no schema there: checked structurally above.
     other_warnings = [
-        line for line in text.splitlines() if line.startswith("WARN") and "kind ScaledObject" not in line
+        line for line in text.splitlines()
+        if line.startswith("WARN") and not any(f"kind {k}" in line for k in CRD_KINDS)
     ]
     if r.returncode != 0 or other_warnings:
         print(text)
