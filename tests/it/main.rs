@@ -27,6 +27,7 @@ mod health;
 mod identity;
 mod level_review;
 mod macro_broadcast;
+mod metrics_scrape;
 mod nats_restart;
 mod otlp_metrics;
 mod outside_messages;
