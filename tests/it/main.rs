@@ -36,6 +36,7 @@ mod pause_resume;
 mod readme_walkthrough;
 mod reconcile;
 mod requests;
+mod scaling;
 mod security_roles;
 mod stack_env;
 mod submissions;
