@@ -315,6 +315,9 @@ struct Sample {
     value: f64,
 }
 
+/// A series' labels other than `le`, in order.
+type Labels = Vec<(String, String)>;
+
 /// A parsed scrape.
 struct Metrics {
     samples: Vec<Sample>,
@@ -361,7 +364,7 @@ impl Metrics {
     /// rises, and the `+Inf` bucket equals `_count`.
     fn buckets_monotone(&self, name: &str) -> Result<(), String> {
         let bucket = format!("{name}_bucket");
-        let mut series: BTreeMap<Vec<(String, String)>, Vec<(f64, f64)>> = BTreeMap::new();
+        let mut series: BTreeMap<Labels, Vec<(f64, f64)>> = BTreeMap::new();
         for s in self.samples.iter().filter(|s| s.name == bucket) {
             let le = s.labels.get("le").ok_or("a bucket without le")?;
             let le: f64 = if le == "+Inf" {
