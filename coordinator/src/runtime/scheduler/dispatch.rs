@@ -151,7 +151,8 @@ impl Scheduler {
             caucus.item = %d.item,
             caucus.stage = %d.stage,
             caucus.agent_type = %d.agent_type,
-            caucus.attempt = d.attempt,
+            // i64: tracing-opentelemetry exports unsigned fields as strings.
+            caucus.attempt = i64::from(d.attempt),
             caucus.queue_wait_ms = queue_wait_ms
         );
         if let Some(cx) = parent {
