@@ -255,6 +255,8 @@ impl Effects {
         for o in out {
             let mut headers = HeaderMap::new();
             headers.insert("Nats-Msg-Id", o.msg_id.as_str());
+            // Inside a `correlation` span: its context goes along.
+            caucus_shared::nats::trace::inject(&mut headers);
             let sent = self
                 .js
                 .publish_with_headers(o.subject.clone(), headers, o.envelope.to_bytes())

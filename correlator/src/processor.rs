@@ -13,9 +13,15 @@ use backon::{ExponentialBuilder, Retryable};
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
-use crate::effects::{EffectError, Effects, Workflows};
+use opentelemetry::trace::SpanContext;
+use tracing::Instrument;
+
+use crate::effects::{EffectError, Effects, Published, Workflows};
 use crate::engine::{Correlation, CorrelationOutcome, Correlator, CorrelatorError};
 use crate::event::FailureEvent;
+use crate::metrics;
+use crate::spans;
+use crate::trace_links::TraceLinks;
 use crate::window::canonical_item;
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -96,6 +102,8 @@ pub struct Processor {
     last_flush: Instant,
     stop: CancellationToken,
     stats: ProcessStats,
+    /// Span contexts of recent failures, for the correlation span's links.
+    traces: TraceLinks,
 }
 
 impl Processor {
@@ -118,6 +126,7 @@ impl Processor {
             last_flush: Instant::now(),
             stop,
             stats: ProcessStats::default(),
+            traces: TraceLinks::new(max_tracked_ids),
         }
     }
 
@@ -133,6 +142,12 @@ impl Processor {
         &self.engine
     }
 
+    /// The span contexts of `c`'s failed tasks its `correlation` span
+    /// links to (those whose failure messages carried one).
+    pub fn links(&self, c: &Correlation) -> Vec<SpanContext> {
+        self.traces.links(&c.event_ids)
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> ProcessStats {
         self.stats
@@ -140,6 +155,20 @@ impl Processor {
 
     /// Takes one failure and carries out what it caused.
     pub async fn handle(&mut self, ev: FailureEvent) -> Result<(), ProcessError> {
+        self.handle_traced(ev, None).await
+    }
+
+    /// [`Processor::handle`] for a failure whose message carried the span
+    /// context `task` (the failed task's span), which the incident's
+    /// `correlation` span will link to.
+    pub async fn handle_traced(
+        &mut self,
+        ev: FailureEvent,
+        task: Option<SpanContext>,
+    ) -> Result<(), ProcessError> {
+        if let Some(sc) = task {
+            self.traces.note(&ev.event_id, sc);
+        }
         self.workflows.note(&ev);
         let outcomes = self.engine.on_failure(ev)?;
         self.stats.events += 1;
@@ -147,8 +176,7 @@ impl Processor {
             match outcome {
                 CorrelationOutcome::Detected(c) => {
                     self.stats.detected += 1;
-                    tracing::info!(correlation_id = %c.correlation_id, root_cause = %c.root_cause.text, items = ?c.items, "correlated failures detected");
-                    self.sync(&c).await?;
+                    self.detected(&c).await?;
                 }
                 CorrelationOutcome::Joined {
                     correlation_id,
@@ -212,10 +240,36 @@ impl Processor {
         Ok(())
     }
 
-    async fn sync(&mut self, c: &Correlation) -> Result<(), ProcessError> {
+    async fn sync(&mut self, c: &Correlation) -> Result<Published, ProcessError> {
         let wf = self.workflows.of(&c.event_ids);
         let effects = &self.effects;
-        retry(&self.stop, "publish correlation", || effects.sync(c, &wf)).await?;
+        retry(&self.stop, "publish correlation", || effects.sync(c, &wf)).await
+    }
+
+    /// A detection: announced inside the incident's `correlation` span,
+    /// unless its record says it went out already (a replay re-detecting
+    /// it, or another instance first), so each incident gets one span and
+    /// one count.
+    async fn detected(&mut self, c: &Correlation) -> Result<(), ProcessError> {
+        let announced = match self.effects.store().get(&c.correlation_id).await {
+            Ok(found) => found.is_some_and(|(rec, _)| rec.detection_published),
+            // Unknown: sync reads it again and says what it published.
+            Err(_) => false,
+        };
+        if announced {
+            self.sync(c).await?;
+            return Ok(());
+        }
+        let span = spans::correlation_span(c, self.links(c));
+        let published = async {
+            tracing::info!(correlation_id = %c.correlation_id, root_cause = %c.root_cause.text, items = ?c.items, "correlated failures detected");
+            self.sync(c).await
+        }
+        .instrument(span)
+        .await?;
+        if published.detected {
+            metrics::correlation_detected();
+        }
         Ok(())
     }
 

@@ -20,7 +20,9 @@ use caucus_shared::nats::consumers;
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
 use caucus_shared::subjects::Subjects;
 
+use crate::metrics;
 use crate::processor::{ProcessError, Processor};
+use crate::trace_links::span_context_of;
 use crate::wire;
 
 /// Durable name of the correlator's consumer.
@@ -121,11 +123,14 @@ async fn process_one(
 ) -> Result<(), ProcessError> {
     let decoded = decode_or_dead_letter(&deps.dlq, msg, deps.max_bytes, wire::decode_failure).await;
     let Some(d) = decoded else { return Ok(()) };
+    metrics::failure_observed();
     let mut ev = d.event;
     if !d.has_id {
         if let Ok(info) = msg.info() {
             ev.event_id = wire::positional_event_id(&deps.stream_name, info.stream_sequence);
         }
     }
-    processor.handle(ev).await
+    processor
+        .handle_traced(ev, span_context_of(msg.headers.as_ref()))
+        .await
 }

@@ -30,6 +30,7 @@ use caucus_shared::subjects::{StreamKind, Subjects};
 
 use crate::processor::{ProcessError, Processor};
 use crate::store::{CorrelationStore, RecordStatus};
+use crate::trace_links::span_context_of;
 use crate::wire;
 
 /// What the replay will read.
@@ -155,7 +156,9 @@ pub async fn run(
                 if !d.has_id {
                     ev.event_id = wire::positional_event_id(&stream_name, seq);
                 }
-                processor.handle(ev).await?;
+                processor
+                    .handle_traced(ev, span_context_of(msg.headers.as_ref()))
+                    .await?;
             }
             // The durable consumer dead-letters it (or already did).
             Err(e) => tracing::debug!(seq, error = %e, "replay skips an undecodable failure"),
