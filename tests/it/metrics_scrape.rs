@@ -73,6 +73,93 @@ async fn metrics_after_a_batch_agree_with_it() {
     );
 }
 
+/// Only the leader shows the scheduler's gauges: a standby reports
+/// `caucus_coordinator_leader 0` and nothing per agent type; after a
+/// takeover the new leader shows them, and the old one, woken from a pause
+/// past its lease, stands by and drops its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn only_the_leader_shows_the_gauges() {
+    let a_addr = format!("127.0.0.1:{}", free_port());
+    let b_addr = format!("127.0.0.1:{}", free_port());
+    let stack = Stack::start();
+    let a = coordinator(
+        &stack,
+        &[("CAUCUS_TELEMETRY_METRICS_ADDR", a_addr.as_str())],
+    );
+    a.wait_for_output("leading", Duration::from_secs(20));
+    let _w = worker(&stack, "valuation", 3, "noop", &[]);
+    let b = coordinator(
+        &stack,
+        &[("CAUCUS_TELEMETRY_METRICS_ADDR", b_addr.as_str())],
+    );
+    for addr in [&a_addr, &b_addr] {
+        wait_healthy(addr).await;
+    }
+    settled("leader", &a_addr, leading).await;
+    settled("standby", &b_addr, standing_by).await;
+
+    a.pause();
+    b.wait_for_output("leading", Duration::from_secs(20));
+    settled("new leader", &b_addr, leading).await;
+    a.resume();
+    a.wait_for_output("standing by", Duration::from_secs(20));
+    settled("old leader", &a_addr, standing_by).await;
+}
+
+/// A leader's gauges: the worker's capacity and the leader flag.
+fn leading(m: &Metrics) -> Vec<String> {
+    let mut out = Vec::new();
+    expect(
+        &mut out,
+        "caucus_coordinator_leader",
+        m.sum("caucus_coordinator_leader", &[]),
+        1,
+    );
+    expect(
+        &mut out,
+        "caucus_capacity_slots{agent_type=valuation}",
+        m.sum("caucus_capacity_slots", &[("agent_type", "valuation")]),
+        3,
+    );
+    expect(
+        &mut out,
+        "caucus_task_queue_depth{agent_type=valuation}",
+        m.sum("caucus_task_queue_depth", &[("agent_type", "valuation")]),
+        0,
+    );
+    expect(
+        &mut out,
+        "caucus_gates_open",
+        m.sum("caucus_gates_open", &[]),
+        0,
+    );
+    out
+}
+
+/// A standby's gauges: the leader flag at 0 and none of the scheduler's.
+fn standing_by(m: &Metrics) -> Vec<String> {
+    let mut out = Vec::new();
+    expect(
+        &mut out,
+        "caucus_coordinator_leader",
+        m.sum("caucus_coordinator_leader", &[]),
+        0,
+    );
+    for name in [
+        "caucus_task_queue_depth",
+        "caucus_task_oldest_wait_seconds",
+        "caucus_capacity_slots",
+        "caucus_capacity_in_use",
+        "caucus_workflows",
+        "caucus_gates_open",
+    ] {
+        if let Some(v) = m.sum(name, &[]) {
+            out.push(format!("{name} shown by a standby: {v}"));
+        }
+    }
+    out
+}
+
 /// What the batch did, from the coordinator's status of its workflows.
 struct Batch {
     /// Per agent type: attempts dispatched (a task's attempt number counts
