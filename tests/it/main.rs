@@ -13,6 +13,7 @@ mod bounded_replies;
 mod capacity_faults;
 mod cli;
 mod correlator_service;
+mod dashboard_queries;
 mod dead_worker_capacity;
 mod deep_research;
 mod execution;
