@@ -182,6 +182,7 @@ mod tests {
 
     #[test]
     fn open_debates_follow_the_stored_states() {
+        crate::service::spans::tests::traced();
         let open = OpenDebates::default();
         let mut a = crate::debate::tests::open("supporting");
         let mut b = a.clone();
@@ -198,6 +199,37 @@ mod tests {
         assert_eq!(open.count(), 1);
         open.removed("other");
         assert_eq!(open.count(), 0);
+        let text = caucus_shared::telemetry::metrics::encode();
+        assert!(text.lines().any(|l| l == "caucus_debates_open 0"), "{text}");
+    }
+
+    /// The names and labels dashboards use, as Prometheus reads them.
+    #[test]
+    fn prometheus_shows_debates_by_level_and_outcome_and_expert_queues() {
+        crate::service::spans::tests::traced();
+        debate_effects(&[
+            escalation(2, "mediation_timeout"),
+            escalation(1, "evidence_rejected"),
+            Effect::ReleaseExpert {
+                expert: "expert_kim".into(),
+            },
+        ]);
+        debate_effects(&[escalation(1, "evidence_rejected")]);
+        expert_queue("expert_kim", 2);
+        let text = caucus_shared::telemetry::metrics::encode();
+        let has = |line: &str| text.lines().any(|l| l == line);
+        assert!(
+            has(r#"caucus_debates_total{level="2",outcome="timed_out"} 1"#),
+            "{text}"
+        );
+        assert!(
+            has(r#"caucus_debates_total{level="1",outcome="escalated"} 2"#),
+            "{text}"
+        );
+        assert!(
+            has(r#"caucus_expert_queue{expert="expert_kim"} 2"#),
+            "{text}"
+        );
     }
 
     #[test]

@@ -152,7 +152,7 @@ pub fn record_step(span: &Span, d: &Debate, effects: &[Effect]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use opentelemetry::trace::{SpanId, TraceFlags, TraceId, TraceState};
 
@@ -196,14 +196,18 @@ mod tests {
     }
 
     /// Installs the process's telemetry once for this test binary, with
-    /// every span sampled and nothing exported, so spans get real ids.
-    fn traced() {
+    /// every span sampled and nothing exported, so spans get real ids, and
+    /// metrics read by the Prometheus registry (no listener needed). Call
+    /// it first in every test that records a metric: instruments made
+    /// before it are no-ops for good.
+    pub(crate) fn traced() {
         static GUARD: std::sync::OnceLock<caucus_shared::telemetry::TelemetryGuard> =
             std::sync::OnceLock::new();
         GUARD.get_or_init(|| {
             let cfg = caucus_shared::config::TelemetryConfig {
                 sample_ratio: 1.0,
                 log_level: "info".into(),
+                metrics_addr: Some("127.0.0.1:0".into()),
                 ..Default::default()
             };
             let provider = caucus_shared::telemetry::tracer_provider(&cfg, "test").unwrap();
