@@ -15,6 +15,7 @@ mod cli;
 mod correlator_service;
 mod dashboard_queries;
 mod dead_worker_capacity;
+mod debate_trace;
 mod deep_research;
 mod execution;
 mod facilitator_levels;
