@@ -499,6 +499,8 @@ impl Facilitator {
     async fn publish(&self, subject: String, env: Envelope, msg_id: String) {
         let mut headers = HeaderMap::new();
         headers.insert("Nats-Msg-Id", msg_id.as_str());
+        // Inside the debate's span: agents answering join its trace.
+        caucus_shared::nats::trace::inject(&mut headers);
         let res = match self
             .js
             .publish_with_headers(subject.clone(), headers, env.to_bytes())
