@@ -373,3 +373,117 @@ async fn one_workflow_is_one_trace_across_a_coordinator_restart() {
     assert!(strays.is_empty(), "spans outside the trace: {strays:?}");
     eprintln!("trace {TRACE_ID}:\n{tree}");
 }
+
+/// A workflow whose record holds no root (created while spans were off:
+/// `telemetry.log_level = warn` filters out spans too) gets a `workflow`
+/// root at its first traced dispatch, stored with the record: after the
+/// next coordinator restart its dispatches and gate are still under it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_without_a_root_gets_one_at_dispatch_and_keeps_it() {
+    let collector = FakeCollectorServer::start().await.expect("collector");
+    let env = otlp(&collector.endpoint());
+    let mut spans = Spans {
+        collector,
+        all: Vec::new(),
+    };
+    let stack = Stack::start();
+    let mut quiet = env.clone();
+    // Only the readiness line the harness waits for stays on.
+    quiet.push((
+        "CAUCUS_TELEMETRY_LOG_LEVEL",
+        "warn,caucus_shared::service=info".to_string(),
+    ));
+    let mut c1 = start(&stack, &quiet);
+    let _f = crate::facilitator_common::facilitator(&stack, &[]);
+    let mut w = worker(&stack, AGENTS, 2, "sleep:400", &borrowed(&env));
+    let api = Api::connect(&stack).await;
+    let wf = call(
+        &api,
+        "submit",
+        json!({"items": ["MSFT"], "pipeline": "stock-analysis"}),
+    )
+    .await
+    .expect("submit")["workflow_ids"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let minute = Duration::from_secs(60);
+    until(&api, &mut spans, &wf, "screening", minute, |w| {
+        completed(w) >= 1
+    })
+    .await;
+    c1.kill();
+
+    // The second coordinator traces: its first dispatch makes the root.
+    let mut c2 = start(&stack, &env);
+    collect_until(&mut spans, minute, |s| !s.named("dispatch").is_empty()).await;
+    c2.kill();
+    let c2_killed_at = now_nanos();
+    let mut c3 = start(&stack, &env);
+    until(
+        &api,
+        &mut spans,
+        &wf,
+        "the review gate",
+        minute,
+        open_review,
+    )
+    .await;
+    call(
+        &api,
+        "gate_decide",
+        json!({"workflow_id": wf, "action": "approve", "reviewer": "ana", "rationale": "fine"}),
+    )
+    .await
+    .expect("approve");
+    until(&api, &mut spans, &wf, "completion", minute, |w| {
+        w["state"] == "completed"
+    })
+    .await;
+    c3.sigterm();
+    w.sigterm();
+    c3.wait_exit(Duration::from_secs(20));
+    w.wait_exit(Duration::from_secs(20));
+    collect_until(&mut spans, Duration::from_secs(10), |s| {
+        s.named("dispatch")
+            .iter()
+            .any(|d| attr_str(d, "caucus.stage") == "report")
+    })
+    .await;
+
+    let roots = spans.named("workflow");
+    assert_eq!(roots.len(), 1, "one root, made once: {roots:?}");
+    let root = roots[0];
+    assert_eq!(root.parent_span_id, "", "{root:?}");
+    assert_eq!(attr_str(root, "caucus.workflow_id"), wf);
+    assert!(spans.named("submit").is_empty(), "spans were off at submit");
+    let dispatches = spans.named("dispatch");
+    let stages: BTreeSet<&str> = dispatches
+        .iter()
+        .map(|d| attr_str(d, "caucus.stage"))
+        .collect();
+    assert!(
+        stages.contains("valuation") && stages.contains("report"),
+        "{stages:?}"
+    );
+    for d in &dispatches {
+        assert_eq!(d.trace_id, root.trace_id, "{d:?}");
+        assert_eq!(d.parent_span_id, root.span_id, "{d:?}");
+    }
+    assert!(
+        dispatches
+            .iter()
+            .any(|d| d.start_time_unix_nano < c2_killed_at)
+            && dispatches
+                .iter()
+                .any(|d| d.start_time_unix_nano > c2_killed_at),
+        "dispatches by the coordinator that made the root and by the next: {dispatches:?}"
+    );
+    let decided = spans
+        .named("gate")
+        .into_iter()
+        .find(|g| g.events.iter().any(|e| e.name == "gate.decided"))
+        .expect("a gate.decided event");
+    assert_eq!(decided.trace_id, root.trace_id);
+    assert_eq!(decided.parent_span_id, root.span_id);
+}
