@@ -174,7 +174,10 @@ mod tests {
         );
         let cx = Context::new().with_remote_span_context(sc.clone());
         let (tp, state) = traceparent_of(&cx).expect("a valid span");
-        assert_eq!(tp, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+        assert_eq!(
+            tp,
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        );
         assert_eq!(state.as_deref(), Some("vendor=x1"));
         let back = context_from(&tp, state.as_deref());
         let b = back.span().span_context().clone();
