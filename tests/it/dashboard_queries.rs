@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use caucus_harness::{free_port, Service, Stack};
 use serde_json::{json, Value};
 
-use crate::common::{coordinator, pipeline, quota_handler, worker, Api};
+use crate::common::{coordinator, eventually, pipeline, quota_handler, worker, Api};
 use prometheus::Prometheus;
 
 /// What Grafana puts in for its range variables when it sends a query;
@@ -231,6 +231,20 @@ async fn run_batch(stack: &Stack) {
         .await
         .expect("stored");
     api.wait_completed(&stock, Duration::from_secs(120)).await;
+    // The incident itself, so an empty correlation panel means a missing
+    // metric, not a missing incident.
+    eventually(
+        "the correlator to correlate the quota failures",
+        Duration::from_secs(60),
+        || async {
+            let v = api
+                .call("correlator", "correlations", json!({}))
+                .await
+                .ok()?;
+            (!v["correlations"].as_array()?.is_empty()).then_some(())
+        },
+    )
+    .await;
 }
 
 /// Evaluates every query until each has data or the deadline passes;

@@ -17,16 +17,22 @@ const INSTALL: &str =
 /// `$CAUCUS_PROMETHEUS`, else `prometheus` on PATH, else `/usr/bin/prometheus`
 /// (Debian installs there); panics saying how to install it.
 pub fn binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("CAUCUS_PROMETHEUS") {
-        return p.into();
-    }
+    let given = std::env::var_os("CAUCUS_PROMETHEUS").map(PathBuf::from);
     let on_path = std::env::var_os("PATH")
         .map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
         .unwrap_or_default();
-    on_path
+    // A set variable is the only candidate: a wrong one is not silently
+    // replaced by another binary.
+    let candidates: Vec<PathBuf> = match given {
+        Some(p) => vec![p],
+        None => on_path
+            .into_iter()
+            .chain([PathBuf::from("/usr/bin")])
+            .map(|dir| dir.join("prometheus"))
+            .collect(),
+    };
+    candidates
         .into_iter()
-        .chain([PathBuf::from("/usr/bin")])
-        .map(|dir| dir.join("prometheus"))
         .find(|p| p.is_file())
         .unwrap_or_else(|| {
             panic!(
