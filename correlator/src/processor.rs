@@ -257,6 +257,7 @@ impl Processor {
             Err(_) => false,
         };
         if announced {
+            tracing::info!(correlation_id = %c.correlation_id, root_cause = %c.root_cause.text, items = ?c.items, announced, "correlated failures detected");
             self.sync(c).await?;
             return Ok(());
         }
