@@ -3,10 +3,11 @@
 //! one trace holding the coordinator's `submit` span (the workflow's root,
 //! under the API server's `api` span, under the caller's span), a
 //! `dispatch` span per task and the worker's `task` span under each, and a
-//! `gate` span per gate transition carrying the `gate.*` events. The
-//! coordinator is killed (SIGKILL) after the first tasks and a new one
-//! takes over: its dispatches land in the same trace, under the same root,
-//! because the root's context is stored in the workflow record.
+//! `gate` span per gate transition carrying the `gate.*` events (opened,
+//! reminded, decided). The coordinator is killed (SIGKILL) after the first
+//! tasks and a new one takes over: its dispatches land in the same trace,
+//! under the same root, because the root's context is stored in the
+//! workflow record.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -62,7 +63,19 @@ impl Spans {
         self.all
             .iter()
             .filter(|x| x.trace_id == TRACE_ID)
-            .map(|x| format!("{} {} <- {}", x.name, x.span_id, x.parent_span_id))
+            .map(|x| {
+                let what = match x.attributes.get("caucus.stage") {
+                    Some(_) => attr_str(x, "caucus.stage").to_string(),
+                    None => x
+                        .events
+                        .iter()
+                        .map(|e| e.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(","),
+                };
+                let line = format!("{} {} <- {} {what}", x.name, x.span_id, x.parent_span_id);
+                line.trim_end().to_string()
+            })
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -229,7 +242,9 @@ async fn one_workflow_is_one_trace_across_a_coordinator_restart() {
     .await;
     c1.kill();
     let killed_at = now_nanos();
-    let mut c2 = start(&stack, &env);
+    let mut reminding = env.clone();
+    reminding.push(("CAUCUS_COORDINATOR_GATE_REMINDERS", "150ms".to_string()));
+    let mut c2 = start(&stack, &reminding);
     let before = until(&api, &mut spans, &wf, "a new leader", minute, |_| true).await;
     assert!(
         completed(&before) < 5 && !open_review(&before),
@@ -244,6 +259,12 @@ async fn one_workflow_is_one_trace_across_a_coordinator_restart() {
         minute,
         open_review,
     )
+    .await;
+    collect_until(&mut spans, minute, |s| {
+        s.in_trace("gate")
+            .iter()
+            .any(|g| g.events.iter().any(|e| e.name == "gate.reminded"))
+    })
     .await;
     call(
         &api,
@@ -350,13 +371,18 @@ async fn one_workflow_is_one_trace_across_a_coordinator_restart() {
             events.insert(e.name.clone(), (*g, e));
         }
     }
-    for name in ["gate.opened", "gate.decided"] {
+    for name in ["gate.opened", "gate.reminded", "gate.decided"] {
         let (g, _) = events
             .get(name)
             .unwrap_or_else(|| panic!("no {name} event:\n{tree}\n{gates:?}"));
         assert_eq!(g.parent_span_id, submit.span_id, "{g:?}");
         assert_eq!(attr_str(g, "caucus.gate"), "review", "{g:?}");
     }
+    let (_, reminded) = events["gate.reminded"];
+    assert!(
+        reminded.attributes["decision"].contains("\"reminder 1\""),
+        "{reminded:?}"
+    );
     let (_, decided) = events["gate.decided"];
     assert!(
         decided.attributes["decision"].contains("\"approve\"")
