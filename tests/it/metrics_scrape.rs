@@ -10,7 +10,7 @@ use caucus_harness::{free_port, Stack};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::common::{coordinator, worker, Api};
+use crate::common::{call, coordinator, pipeline, worker, Api};
 
 /// Workflows in the batch.
 const N: usize = 4;
@@ -104,6 +104,95 @@ async fn only_the_leader_shows_the_gauges() {
     a.resume();
     a.wait_for_output("standing by", Duration::from_secs(20));
     settled("old leader", &a_addr, standing_by).await;
+}
+
+/// Open gates are counted, and a workflow a person rejects at its gate
+/// (no task event ends it) is counted as finished `failed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn open_gates_and_a_rejection_are_counted() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let stack = Stack::start();
+    let _c = coordinator(&stack, &[("CAUCUS_TELEMETRY_METRICS_ADDR", addr.as_str())]);
+    let _w = worker(&stack, "alpha", 2, "noop", &[]);
+    let api = Api::connect(&stack).await;
+    let p = pipeline(
+        "gated",
+        json!([
+            {"name": "x", "agent": "alpha"},
+            {"name": "review", "kind": "gate", "depends_on": ["x"]},
+            {"name": "y", "agent": "alpha", "depends_on": ["review"]}
+        ]),
+    );
+    let r = call(
+        &api,
+        "submit",
+        json!({"items": ["G1", "G2"], "pipeline": p, "time_unit_ms": 20}),
+    )
+    .await
+    .expect("submit");
+    let ids: Vec<String> = r["workflow_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    settled("coordinator", &addr, |m| {
+        let mut out = Vec::new();
+        expect(
+            &mut out,
+            "caucus_gates_open",
+            m.sum("caucus_gates_open", &[]),
+            2,
+        );
+        out
+    })
+    .await;
+
+    call(
+        &api,
+        "gate_decide",
+        json!({"workflow_id": ids[0], "action": "reject", "reviewer": "ana",
+               "rationale": "not convinced"}),
+    )
+    .await
+    .expect("reject");
+    let m = settled("coordinator", &addr, |m| {
+        let mut out = Vec::new();
+        expect(
+            &mut out,
+            "caucus_gates_open",
+            m.sum("caucus_gates_open", &[]),
+            1,
+        );
+        expect(
+            &mut out,
+            "caucus_workflows_finished_total{state=failed}",
+            m.sum("caucus_workflows_finished_total", &[("state", "failed")]),
+            1,
+        );
+        expect(
+            &mut out,
+            "caucus_workflows{state=failed}",
+            m.sum("caucus_workflows", &[("state", "failed")]),
+            1,
+        );
+        out
+    })
+    .await;
+    assert_eq!(
+        m.sum("caucus_workflows_finished_total", &[("state", "completed")]),
+        None,
+        "nothing completed"
+    );
+    // The gate is no task: only the two `x` tasks ran.
+    assert_eq!(
+        m.sum(
+            "caucus_tasks_completed_total",
+            &[("agent_type", "alpha"), ("outcome", "completed")]
+        ),
+        Some(2.0)
+    );
 }
 
 /// A leader's gauges: the worker's capacity and the leader flag.
