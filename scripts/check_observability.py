@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -205,16 +206,18 @@ def compose_binary(given: str | None) -> Path | None:
 
 
 def compose_project(dc: Path) -> dict | None:
+    # The file as committed: no CAUCUS_* of this shell interpolated into it.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAUCUS_")}
     r = subprocess.run(
         [str(dc), "-f", str(COMPOSE_FILE), "--profile", "*", "config", "--format", "json"],
-        cwd=ROOT, capture_output=True, text=True,
+        cwd=ROOT, capture_output=True, text=True, env=env,
     )
     if r.returncode != 0:
         fail(f"docker compose --profile '*' config rejected docker-compose.yml:\n{r.stderr}")
         return None
     q = subprocess.run(
         [str(dc), "-f", str(COMPOSE_FILE), "--profile", PROFILE, "config", "-q"],
-        cwd=ROOT, capture_output=True, text=True,
+        cwd=ROOT, capture_output=True, text=True, env=env,
     )
     if q.returncode != 0:
         fail(f"docker compose --profile {PROFILE} config -q failed:\n{q.stderr}")
