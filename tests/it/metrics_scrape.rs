@@ -430,7 +430,7 @@ async fn settled(who: &str, addr: &str, mismatches: impl Fn(&Metrics) -> Vec<Str
         }
         if Instant::now() > deadline {
             panic!(
-                "{who} /metrics disagrees with the batch:\n{}\n--- scrape:\n{body}",
+                "{who} /metrics is not what the test expects:\n{}\n--- scrape:\n{body}",
                 wrong.join("\n")
             );
         }
