@@ -261,6 +261,57 @@ fn empty_queries(prom: &Prometheus, exprs: &[String]) -> Vec<String> {
     }
 }
 
+/// The value of a one-series instant query (NaN when there is none).
+fn scalar(prom: &Prometheus, expr: &str) -> f64 {
+    prom.query(expr)
+        .first()
+        .and_then(|s| s["value"][1].as_str())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// A query, what its value must satisfy, and what that means.
+type Check = (&'static str, fn(f64) -> bool, &'static str);
+
+/// The data behind the panels is the batch's: one leader, the dead letter
+/// on the findings family, the incident, a debate, every stock task
+/// completed (2 items × 6 stages), and one bottleneck.
+fn batch_shows(prom: &Prometheus) {
+    let checks: [Check; 5] = [
+        ("sum(caucus_coordinator_leader)", |v| v == 1.0, "one leader"),
+        (
+            "sum(caucus_dlq_messages_total{subject=\"caucus.findings\"})",
+            |v| v >= 1.0,
+            "the finding that is not JSON dead-lettered",
+        ),
+        (
+            "sum(caucus_correlations_total)",
+            |v| v >= 1.0,
+            "the incident",
+        ),
+        ("sum(caucus_debates_total)", |v| v >= 1.0, "a debate ended"),
+        (
+            "sum(caucus_tasks_completed_total{outcome=\"completed\"})",
+            |v| v >= 12.0,
+            "12 stock tasks completed",
+        ),
+    ];
+    // Polled: the last events may be one scrape away.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    for (expr, holds, what) in checks {
+        loop {
+            let v = scalar(prom, expr);
+            if holds(v) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{what}: {expr} = {v}");
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+    let bottleneck = prom.query("topk(1, max by (agent_type) (caucus_task_oldest_wait_seconds))");
+    assert_eq!(bottleneck.len(), 1, "one live bottleneck: {bottleneck:?}");
+}
+
 /// Polls until every rule of the loaded group was evaluated, and returns
 /// the rules as /api/v1/rules lists them.
 fn evaluated_rules(prom: &Prometheus, n: usize) -> Vec<Value> {
@@ -337,6 +388,7 @@ async fn every_dashboard_query_returns_data_from_a_live_stack() {
         exprs.len(),
         empty.join("\n  ")
     );
+    batch_shows(&prom);
 
     let rules = evaluated_rules(&prom, alerts.len());
     for name in &alerts {
