@@ -319,6 +319,17 @@ def role_volume_problems(s: dict, role: str) -> list[str]:
     return [] if got == want else [f"credential volumes {got}, expected {want}"]
 
 
+def check_observability(dc: Path | None) -> None:
+    section("compose profile observability (scripts/check_observability.py)")
+    cmd = [sys.executable, str(ROOT / "scripts" / "check_observability.py")]
+    if dc is not None:
+        cmd += ["--compose", str(dc)]
+    r = run(cmd, cwd=ROOT)
+    print(r.stdout + r.stderr, end="")
+    if r.returncode != 0:
+        fail("scripts/check_observability.py found problems")
+
+
 def check_compose_redis(redis: dict) -> None:
     """Redis runs with the generated ACL file (default user off) from auth-redis."""
     cmd = redis.get("command") or []
@@ -915,6 +926,7 @@ def main() -> int:
     auth = make_auth(args.out, bin_dir)
     check_redis_acl(auth)
     check_compose(bin_dir, auth, args.out)
+    check_observability(compose_binary())
     check_nats_durability(auth)
     check_config_examples(bin_dir)
     check_helm(args.out, args.tools_bin, bin_dir, auth)
