@@ -231,6 +231,8 @@ pub struct Stored {
     pub subject: String,
     pub msg_id: Option<String>,
     pub dlq_code: Option<String>,
+    /// The W3C trace context it was published in, if any.
+    pub traceparent: Option<String>,
     pub body: Value,
 }
 
@@ -267,6 +269,7 @@ pub async fn stream_messages(nats: &async_nats::Client, stream: &str, filter: &s
             subject: m.subject.to_string(),
             msg_id: header("Nats-Msg-Id"),
             dlq_code: header("Caucus-Dlq-Code"),
+            traceparent: header("traceparent"),
             body: serde_json::from_slice(&m.payload).unwrap_or(Value::Null),
         });
     }

@@ -144,4 +144,22 @@ async fn koyfin_quota_incident_end_to_end() {
     // Exactly one detection was announced.
     let detected = stream_messages(&api.nats, "CAUCUS_CONTROL", "caucus.correlations").await;
     assert_eq!(detected.len(), 1, "{detected:?}");
+    // Each failure event is in the failed task's trace (the worker's
+    // `failed` event's span), which is what the correlation span links to.
+    let failed_events = stream_messages(&api.nats, "CAUCUS_EVENTS", "caucus.events.task.>").await;
+    let failures = stream_messages(&api.nats, "CAUCUS_FAILURES", "caucus.failures.>").await;
+    assert!(!failures.is_empty());
+    for f in &failures {
+        let task = f.body["content"]["task_id"].as_str().expect("task_id");
+        let tp = f
+            .traceparent
+            .as_deref()
+            .unwrap_or_else(|| panic!("failure of {task} has no traceparent"));
+        assert!(
+            failed_events.iter().any(|e| e.body["status"] == "failed"
+                && e.body["task_id"] == task
+                && e.traceparent.as_deref() == Some(tp)),
+            "failure of {task} is not in its failed task's trace ({tp})"
+        );
+    }
 }

@@ -46,5 +46,5 @@ mod submissions;
 mod tls;
 mod topology_admin;
 mod watch_at_gate;
-mod workflow_trace;
 mod worker_confirmations;
+mod workflow_trace;

@@ -401,7 +401,7 @@ async fn one_workflow_is_one_trace_across_a_coordinator_restart() {
 }
 
 /// A workflow whose record holds no root (created while spans were off:
-/// `telemetry.log_level = warn` filters out spans too) gets a `workflow`
+/// `telemetry.trace_level = off`) gets a `workflow`
 /// root at its first traced dispatch, stored with the record: after the
 /// next coordinator restart its dispatches and gate are still under it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -414,11 +414,7 @@ async fn a_record_without_a_root_gets_one_at_dispatch_and_keeps_it() {
     };
     let stack = Stack::start();
     let mut quiet = env.clone();
-    // Only the readiness line the harness waits for stays on.
-    quiet.push((
-        "CAUCUS_TELEMETRY_LOG_LEVEL",
-        "warn,caucus_shared::service=info".to_string(),
-    ));
+    quiet.push(("CAUCUS_TELEMETRY_TRACE_LEVEL", "off".to_string()));
     let mut c1 = start(&stack, &quiet);
     let _f = crate::facilitator_common::facilitator(&stack, &[]);
     let mut w = worker(&stack, AGENTS, 2, "sleep:400", &borrowed(&env));

@@ -94,9 +94,15 @@ impl Control {
         Ok(())
     }
 
-    /// After a task event was applied.
-    pub fn on_outcome(&mut self, ev: &TaskEvent, outcome: &EventOutcome, engine: &Engine) {
-        self.pauses.on_outcome(ev, outcome, engine);
+    /// After a task event was applied (`headers`: the event message's).
+    pub fn on_outcome(
+        &mut self,
+        ev: &TaskEvent,
+        outcome: &EventOutcome,
+        engine: &Engine,
+        headers: Option<&async_nats::HeaderMap>,
+    ) {
+        self.pauses.on_outcome(ev, outcome, engine, headers);
     }
 
     /// Runs one operation; changed workflows are added to `dirty`.

@@ -25,7 +25,7 @@ use caucus_shared::subjects::Subjects;
 use caucus_shared::task::{TaskEvent, TaskStatus};
 
 use super::checkpoints::CheckpointStore;
-use super::publish::{alert, publish, FROM};
+use super::publish::{alert, publish, publish_in, FROM};
 use crate::engine::Engine;
 use crate::workflow::{Checkpoint, EventOutcome, RetryDecision, Tier, WorkflowState};
 
@@ -71,6 +71,9 @@ struct Outgoing {
     subject: String,
     env: Envelope,
     msg_id: String,
+    /// The trace it belongs in (a failure event: the failed task's span,
+    /// so the correlator can link it), else the flushing span's.
+    trace: Option<opentelemetry::Context>,
 }
 
 /// Checkpoints, pause notifications, reminders and failure events.
@@ -124,6 +127,16 @@ impl PauseManager {
     }
 
     fn push(&mut self, subject: String, env: Envelope, msg_id: String) {
+        self.push_in(subject, env, msg_id, None);
+    }
+
+    fn push_in(
+        &mut self,
+        subject: String,
+        env: Envelope,
+        msg_id: String,
+        trace: Option<opentelemetry::Context>,
+    ) {
         if self.outbox.len() >= MAX_OUTBOX {
             tracing::error!("outbox full; dropping the oldest unpublished message");
             self.outbox.pop_front();
@@ -132,11 +145,20 @@ impl PauseManager {
             subject,
             env,
             msg_id,
+            trace,
         });
     }
 
-    /// Queues the failure event (and a tier-3 alert) for an applied event.
-    pub fn on_outcome(&mut self, ev: &TaskEvent, outcome: &EventOutcome, engine: &Engine) {
+    /// Queues the failure event (and a tier-3 alert) for an applied event;
+    /// `headers` are the event message's (its trace context is the failed
+    /// task's span).
+    pub fn on_outcome(
+        &mut self,
+        ev: &TaskEvent,
+        outcome: &EventOutcome,
+        engine: &Engine,
+        headers: Option<&async_nats::HeaderMap>,
+    ) {
         let EventOutcome::Failed(decision) = outcome else {
             return;
         };
@@ -168,10 +190,11 @@ impl PauseManager {
         // an incident and pause batches for a person.
         if !caucus_shared::task::coordinator_errors::is_infrastructure(&err.error_type) {
             match Envelope::with_content(FROM, &content) {
-                Ok(env) => self.push(
+                Ok(env) => self.push_in(
                     self.subjects.failures(&ev.agent_type),
                     env.with_id(msg_id.clone()).with_timestamp(ev.at),
                     msg_id,
+                    headers.map(caucus_shared::nats::trace::extract),
                 ),
                 Err(e) => {
                     tracing::error!(task_id = %ev.task_id, error = %e, "cannot build failure event")
@@ -229,7 +252,11 @@ impl PauseManager {
             }
         }
         while let Some(o) = self.outbox.pop_front() {
-            if let Err(e) = publish(&self.js, o.subject.clone(), &o.env, &o.msg_id).await {
+            let sent = match &o.trace {
+                Some(cx) => publish_in(&self.js, o.subject.clone(), &o.env, &o.msg_id, cx).await,
+                None => publish(&self.js, o.subject.clone(), &o.env, &o.msg_id).await,
+            };
+            if let Err(e) = sent {
                 tracing::warn!(error = %e, "publish failed; will retry");
                 self.outbox.push_front(o);
                 break;

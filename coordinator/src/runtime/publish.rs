@@ -13,16 +13,31 @@ use caucus_shared::nats::trace;
 /// Name the coordinator uses as `from_agent`.
 pub const FROM: &str = "coordinator";
 
-/// Publishes `env` on `subject` with `msg_id` and waits for the stream's ack.
+/// Publishes `env` on `subject` with `msg_id` and waits for the stream's
+/// ack; the message carries the current span's trace context.
 pub async fn publish(
     js: &jetstream::Context,
     subject: String,
     env: &Envelope,
     msg_id: &str,
 ) -> Result<(), PublishError> {
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let cx = tracing::Span::current().context();
+    publish_in(js, subject, env, msg_id, &cx).await
+}
+
+/// Like [`publish`], in the trace of `cx` (e.g. a failed task's span, for
+/// a failure event sent later from the outbox).
+pub async fn publish_in(
+    js: &jetstream::Context,
+    subject: String,
+    env: &Envelope,
+    msg_id: &str,
+    cx: &opentelemetry::Context,
+) -> Result<(), PublishError> {
     let mut headers = HeaderMap::new();
     headers.insert("Nats-Msg-Id", msg_id);
-    trace::inject(&mut headers);
+    trace::inject_context(cx, &mut headers);
     let failed = |e: BoxError| PublishError {
         subject: subject.clone(),
         source: e,

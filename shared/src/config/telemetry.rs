@@ -26,6 +26,15 @@ pub struct TelemetryConfig {
     pub otlp_endpoint: Option<String>,
     /// Fraction of root traces sampled (0.0–1.0).
     pub sample_ratio: f64,
+    /// An `EnvFilter` directive choosing which spans are traced, apart
+    /// from which lines are logged (`info`: every caucus span; `off`: no
+    /// spans, so no trace context is made or stored). A quieter
+    /// `log_level` never switches traces off.
+    pub trace_level: String,
+    /// Finished spans held for export at most; beyond it spans are dropped
+    /// (a burst of dispatches must not lose its traces nor grow memory
+    /// without bound).
+    pub trace_queue_size: usize,
     /// Where this process serves HTTP: `/metrics` (Prometheus text),
     /// `/healthz` and, on the coordinator, `/scaling/<agent_type>`. Off
     /// when unset (the library default); compose, Helm and `scripts/stack`
@@ -47,6 +56,8 @@ impl std::fmt::Debug for TelemetryConfig {
                 &self.otlp_endpoint.as_deref().map(super::redact_url),
             )
             .field("sample_ratio", &self.sample_ratio)
+            .field("trace_level", &self.trace_level)
+            .field("trace_queue_size", &self.trace_queue_size)
             .field("metrics_addr", &self.metrics_addr)
             .field("metrics_export_interval", &self.metrics_export_interval)
             .finish()
@@ -60,6 +71,8 @@ impl Default for TelemetryConfig {
             log_level: "info".into(),
             otlp_endpoint: None,
             sample_ratio: 1.0,
+            trace_level: "info".into(),
+            trace_queue_size: 65_536,
             metrics_addr: None,
             metrics_export_interval: std::time::Duration::from_secs(15),
         }

@@ -24,7 +24,7 @@ pub(crate) fn task_span(
         caucus.item = %task.item,
         caucus.stage = %task.stage,
         caucus.agent_type = %task.agent_type,
-        caucus.attempt = task.attempt,
+        caucus.attempt = i64::from(task.attempt),
         caucus.worker_id = %worker_id,
     );
     trace::set_remote_parent(&span, headers);

@@ -64,7 +64,10 @@ fn addressee_of(subjects: &Subjects, subject: &str) -> Option<String> {
 pub async fn run(consumer: PullConsumer, inbound: Inbound, shutdown: CancellationToken) {
     let inbound = &inbound;
     settle::consume(&consumer, "messages", &shutdown, |msg| async move {
-        let outcome = handle(inbound, &msg).await;
+        // In the sender's trace: a request's workflow is submitted inside
+        // this span, so its root is a child of the request message.
+        let span = caucus_shared::nats::trace::consumer_span(&msg.subject, msg.headers.as_ref());
+        let outcome = tracing::Instrument::instrument(handle(inbound, &msg), span).await;
         (msg, outcome)
     })
     .await;

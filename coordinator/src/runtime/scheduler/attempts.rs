@@ -65,7 +65,7 @@ impl Scheduler {
             self.heard.remove(task_id);
             self.dirty.insert(workflow_id.to_string());
             if let Some(c) = self.control.as_mut() {
-                c.on_outcome(&ev, &outcome, &self.engine);
+                c.on_outcome(&ev, &outcome, &self.engine, None);
             }
         }
     }

@@ -112,7 +112,7 @@ impl Scheduler {
                     self.auto_due.push(ev.workflow_id.clone());
                 }
                 if let Some(c) = self.control.as_mut() {
-                    c.on_outcome(&ev, &outcome, &self.engine);
+                    c.on_outcome(&ev, &outcome, &self.engine, msg.headers.as_ref());
                 }
             } else if !self.revisions.contains_key(&ev.workflow_id)
                 && self.engine.get(&ev.workflow_id).is_none()
