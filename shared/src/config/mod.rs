@@ -11,6 +11,7 @@
 //! are ignored (so `CAUCUS_CONFIG` and tool variables can coexist); unknown
 //! keys in a file are an error, because they are almost always typos.
 
+mod console;
 mod coordinator;
 mod correlator;
 mod facilitator;
@@ -28,6 +29,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use console::{ConsoleAuth, ConsoleConfig};
 pub use coordinator::{CoordinatorConfig, LevelReviewMode, TierRule};
 pub use correlator::CorrelatorConfig;
 pub use facilitator::FacilitatorConfig;
@@ -68,6 +70,8 @@ pub struct Config {
     pub correlator: CorrelatorConfig,
     /// How the API treats its callers' identity.
     pub security: SecurityConfig,
+    /// The web console's settings.
+    pub console: ConsoleConfig,
 }
 
 impl Default for Config {
@@ -84,6 +88,7 @@ impl Default for Config {
             facilitator: FacilitatorConfig::default(),
             correlator: CorrelatorConfig::default(),
             security: SecurityConfig::default(),
+            console: ConsoleConfig::default(),
         }
     }
 }
@@ -98,6 +103,7 @@ pub(crate) const SECTIONS: &[&str] = &[
     "facilitator",
     "correlator",
     "security",
+    "console",
 ];
 
 impl Config {
