@@ -402,7 +402,7 @@ async fn observability_cost() -> Result<()> {
     let c = tracing::run(rounds, AUTH_WORKERS, THROUGHPUT_SLOTS, THROUGHPUT_ITEMS).await?;
     for (on, r, spans) in &c.runs {
         println!(
-            "  {}: {:>6} tasks in {:>6.2} s = {:>7.0} tasks/s, {} spans exported",
+            "  {}: {:>6} tasks in {:>6.2} s = {:>7.0} tasks/s, {} spans received by the collector",
             if *on { "on " } else { "off" },
             r.tasks,
             r.secs,
@@ -412,6 +412,15 @@ async fn observability_cost() -> Result<()> {
     }
     let (off, on) = (c.mean(false), c.mean(true));
     let cost = 1.0 - on / off;
+    // What caucus's own processes pay, apart from the receiver (which
+    // shares this machine's two cores in the bench): CPU per task.
+    let (cpu_off, cpu_on) = (c.cpu_per_task(false), c.cpu_per_task(true));
+    println!(
+        "  CPU per task, coordinator + worker: off {:.0} us, on {:.0} us (+{:.1}%)",
+        1e6 * cpu_off,
+        1e6 * cpu_on,
+        100.0 * (cpu_on / cpu_off - 1.0)
+    );
     println!(
         "  mean off {off:.0} tasks/s, on {on:.0} tasks/s: on/off = {:.3}, cost {:.1}% (goal <= 10%) -> {}",
         on / off,

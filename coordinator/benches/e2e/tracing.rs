@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
 use caucus_harness::{free_port, Stack};
@@ -25,7 +25,7 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Every run of the comparison, in the order they ran.
 pub struct Comparison {
-    /// (telemetry on, result, spans received during the run).
+    /// (telemetry on, result, spans received for the run).
     pub runs: Vec<(bool, Run, u64)>,
 }
 
@@ -39,6 +39,24 @@ impl Comparison {
             .map(|(_, r, _)| r.tasks_per_sec())
             .collect();
         tps.iter().sum::<f64>() / tps.len().max(1) as f64
+    }
+    /// Mean CPU seconds per task of the coordinator and workers.
+    pub fn cpu_per_task(&self, on: bool) -> f64 {
+        let per: Vec<f64> = self
+            .runs
+            .iter()
+            .filter(|(o, _, _)| *o == on)
+            .map(|(_, r, _)| {
+                let caucus: f64 = r
+                    .cpu
+                    .iter()
+                    .filter(|(n, _)| matches!(*n, "coordinator" | "workers"))
+                    .map(|(_, s)| s)
+                    .sum();
+                caucus / r.tasks as f64
+            })
+            .collect();
+        per.iter().sum::<f64>() / per.len().max(1) as f64
     }
 }
 
@@ -78,13 +96,16 @@ async fn one(on: bool, workers: usize, slots: u32, n_items: usize) -> Result<(Ru
         let count = spans.clone();
         Some(tokio::spawn(async move {
             loop {
+                // The receiver's channel holds 64 spans: ask for no more, or
+                // every call waits out its timeout and the receiver, not
+                // caucus, becomes the bottleneck.
                 let got = collector
-                    .exported_spans(1024, Duration::from_millis(50))
+                    .exported_spans(64, Duration::from_millis(20))
                     .await;
                 count.fetch_add(got.len() as u64, Ordering::Relaxed);
                 // Metrics pushes fill their own channel otherwise.
                 let _ = collector
-                    .exported_metrics(1024, Duration::from_millis(1))
+                    .exported_metrics(64, Duration::from_millis(1))
                     .await;
             }
         }))
@@ -123,11 +144,23 @@ async fn one(on: bool, workers: usize, slots: u32, n_items: usize) -> Result<(Ru
         nats_pid: stack.nats.pid(),
         redis_pid: server_pid("redis-server", stack.redis.port()),
     };
-    let before = spans.load(Ordering::Relaxed);
     let r = measure(rig, slots, n_items, TIMEOUT).await?;
-    let received = spans.load(Ordering::Relaxed) - before;
+    // Spans still queued in the processes when the last task completed
+    // arrive later: count until nothing has come for two seconds, so the
+    // figure says whether spans were dropped (it includes the warm-up's).
+    let mut last = spans.load(Ordering::Relaxed);
+    let mut quiet_since = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while on && quiet_since.elapsed() < Duration::from_secs(2) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = spans.load(Ordering::Relaxed);
+        if now != last {
+            last = now;
+            quiet_since = Instant::now();
+        }
+    }
     if let Some(d) = drain {
         d.abort();
     }
-    Ok((r, received))
+    Ok((r, last))
 }
