@@ -6,6 +6,7 @@ use axum::http::request::Parts;
 
 use caucus_shared::api::ApiClient;
 
+use crate::error::PageError;
 use crate::state::AppState;
 
 /// The person behind a request.
@@ -27,10 +28,26 @@ impl Viewer {
             None => state.api.clone(),
         }
     }
+
+    /// Checks the `csrf` field a form posted against this viewer's token
+    /// (constant time); every POST handler calls it before acting.
+    pub fn check_csrf(&self, token: &str) -> Result<(), PageError> {
+        if !self.csrf.is_empty() && ct_eq(self.csrf.as_bytes(), token.as_bytes()) {
+            Ok(())
+        } else {
+            Err(PageError::Forbidden("missing or wrong CSRF token".into()))
+        }
+    }
+}
+
+// Constant time in the contents (not the length, which is public: tokens
+// are fixed-size hex), so a wrong guess tells nothing about the right one.
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 impl FromRequestParts<AppState> for Viewer {
-    type Rejection = crate::error::PageError;
+    type Rejection = PageError;
 
     async fn from_request_parts(
         _parts: &mut Parts,
