@@ -6,6 +6,7 @@
 //! fault tests can [`Nats::kill`] / [`Nats::restart`] them (same port, same
 //! data dir) or SIGKILL a [`Service`].
 
+pub mod browser;
 mod nats;
 mod process;
 mod redis;

@@ -1,0 +1,124 @@
+//! A real browser for the console's tests: Debian's `chromedriver` on a
+//! free loopback port driving a headless `chromium` (issue 13's browser
+//! tests). The WebDriver client itself lives with the tests (fantoccini);
+//! this starts the driver, knows when it is ready, and says which browser
+//! binary and flags a session should ask for.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::process::Proc;
+use crate::{find_binary, free_port, wait_until};
+
+/// How to install both when they are missing (scripts/install-servers does).
+pub const INSTALL: &str = "apt-get install -y chromium chromium-driver (or scripts/install-servers)";
+
+/// Flags every session starts chromium with: no display, no sandbox (CI
+/// containers run as root, where chromium refuses its sandbox), no GPU,
+/// and a fixed window so screenshots are comparable.
+pub const CHROMIUM_ARGS: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--window-size=1280,900",
+];
+
+/// A running chromedriver; killed on Drop (the browsers it started go with
+/// their sessions, which the tests close).
+pub struct ChromeDriver {
+    _proc: Proc,
+    port: u16,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl ChromeDriver {
+    /// Starts chromedriver (`$CAUCUS_CHROMEDRIVER`, else `chromedriver` on
+    /// PATH) on a free port and waits until `GET /status` says it is ready
+    /// for new sessions. Panics with the install command when it is
+    /// missing and with its output when it never gets ready.
+    pub fn start() -> ChromeDriver {
+        let bin = find_binary("CAUCUS_CHROMEDRIVER", "chromedriver", INSTALL);
+        let dir = tempfile::Builder::new()
+            .prefix("chromedriver-")
+            .tempdir()
+            .expect("tempdir");
+        let log = dir.path().join("out.log");
+        // A port taken between free_port and the bind makes chromedriver
+        // exit; try a few before giving up.
+        let mut last = String::new();
+        for _ in 0..3 {
+            let port = free_port();
+            let mut cmd = Command::new(&bin);
+            cmd.arg(format!("--port={port}")).current_dir(dir.path());
+            let mut proc = Proc::spawn(cmd, &log);
+            let ready = poll_ready(&mut proc, port, Duration::from_secs(20));
+            if ready {
+                return ChromeDriver {
+                    _proc: proc,
+                    port,
+                    log,
+                    _dir: dir,
+                };
+            }
+            proc.kill();
+            last = std::fs::read_to_string(&log).unwrap_or_default();
+        }
+        panic!(
+            "chromedriver ({}) never became ready; output:\n{last}",
+            bin.display()
+        );
+    }
+
+    /// The WebDriver endpoint, e.g. `http://127.0.0.1:9515`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Everything chromedriver printed so far.
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The file its output goes to.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+}
+
+/// The browser binary sessions ask chromedriver for: `$CAUCUS_CHROMIUM`,
+/// else `chromium` on PATH (Debian's), panicking with the install command.
+pub fn chromium_binary() -> PathBuf {
+    find_binary("CAUCUS_CHROMIUM", "chromium", INSTALL)
+}
+
+/// Polls chromedriver's `/status` until it reports `"ready": true`;
+/// `false` when the process exits first or `timeout` passes.
+fn poll_ready(proc: &mut Proc, port: u16, timeout: Duration) -> bool {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_until("chromedriver /status ready", timeout, || {
+            if proc.try_wait().is_some() {
+                return Some(false);
+            }
+            status(port)
+                .is_some_and(|body| body.replace(' ', "").contains("\"ready\":true"))
+                .then_some(true)
+        })
+    }));
+    r.unwrap_or(false)
+}
+
+/// The body of `GET /status`, or `None` while nothing answers.
+fn status(port: u16) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    out.starts_with("HTTP/1.1 200").then_some(out)
+}
