@@ -190,7 +190,7 @@ fn write_secret(path: &Path, text: &str) -> Result<(), InitError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::secrets::{value, NATS_PASSWORD, REDIS_PASSWORD};
+    use crate::auth::secrets::{value, CONSOLE_SESSION_SECRET, NATS_PASSWORD, REDIS_PASSWORD};
 
     fn opts(dir: &Path, operators: &[&str], rotate: bool) -> InitOptions {
         InitOptions {
@@ -221,6 +221,7 @@ mod tests {
         }
         let w = secret(&dir, "worker.env", NATS_PASSWORD);
         let wr = secret(&dir, "worker.env", REDIS_PASSWORD);
+        let session = secret(&dir, "console.env", CONSOLE_SESSION_SECRET);
         let conf = fs::read_to_string(dir.join(NATS_CONF)).unwrap();
         assert!(conf.contains(&w));
 
@@ -230,6 +231,11 @@ mod tests {
         assert!(second.kept.contains(&"operator-alice".to_string()));
         assert_eq!(secret(&dir, "worker.env", NATS_PASSWORD), w);
         assert_eq!(secret(&dir, "worker.env", REDIS_PASSWORD), wr);
+        assert_eq!(
+            secret(&dir, "console.env", CONSOLE_SESSION_SECRET),
+            session,
+            "console sessions survive a re-run"
+        );
         assert_eq!(
             fs::read_to_string(dir.join(NATS_CONF))
                 .unwrap()

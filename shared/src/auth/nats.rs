@@ -217,6 +217,40 @@ pub fn permissions(role: &Role, s: &Subjects) -> NatsPermissions {
             publish_deny: restricted_deny(),
             subscribe_allow: vec![INBOX.into()],
         },
+        Role::Console => {
+            // Reads bare; a mutating operation only as a person (`.as.*`:
+            // the console names whoever is logged in, so nothing it does
+            // is recorded as the shared `operator`). No broadcasts, no
+            // stream administration.
+            let mut allow = js_info();
+            allow.push(format!("{p}.api.*.health"));
+            for op in catalog().iter().filter(|o| o.name != "health") {
+                let subject = s.api(op.service, op.name);
+                allow.push(if op.mutates {
+                    format!("{subject}.as.*")
+                } else {
+                    subject
+                });
+            }
+            NatsPermissions {
+                publish_allow: allow,
+                publish_deny: admin_subjects(),
+                // Its own `health`; the core subjects its live updates
+                // (Server-Sent Events) follow: task and workflow events,
+                // debates, alerts, correlations, batch commands.
+                subscribe_allow: [
+                    vec![INBOX.to_string(), format!("{p}.api.console.>")],
+                    own(&[
+                        "events.>",
+                        "debates.>",
+                        "alerts.>",
+                        "correlations",
+                        "control.>",
+                    ]),
+                ]
+                .concat(),
+            }
+        }
         Role::Person(name) => {
             let mut allow = js_info();
             allow.push(format!("{p}.api.*.health"));
@@ -285,6 +319,23 @@ mod tests {
         assert!(!allow
             .iter()
             .any(|a| a.contains(".as.") && !a.ends_with(".as.alice")));
+    }
+
+    #[test]
+    fn the_console_acts_only_as_a_person_and_never_administers() {
+        let perms = permissions(&Role::Console, &s());
+        let allow = &perms.publish_allow;
+        assert!(allow.contains(&"caucus.api.coordinator.gate_decide.as.*".to_string()));
+        assert!(!allow.contains(&"caucus.api.coordinator.gate_decide".to_string()));
+        assert!(allow.contains(&"caucus.api.coordinator.status".to_string()));
+        assert!(!allow.iter().any(|a| a == ">" || a.ends_with("msg.all")));
+        assert!(perms
+            .subscribe_allow
+            .contains(&"caucus.api.console.>".to_string()));
+        assert!(!perms
+            .subscribe_allow
+            .iter()
+            .any(|a| a.starts_with("caucus.tasks") || a.starts_with("caucus.findings")));
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub const SERVICE_COMMANDS: &str = "-@all +@read +@write +@connection -@dangerou
 pub fn rules(role: &Role, prefix: &str) -> Option<String> {
     let keys: Vec<String> = match role {
         Role::Admin => return Some("~* &* +@all".into()),
-        Role::Operator | Role::Person(_) | Role::Publisher => return None,
+        Role::Operator | Role::Console | Role::Person(_) | Role::Publisher => return None,
         // Leader lock, every semaphore (status, SCAN of registrations),
         // bounded counters: all of the prefix.
         Role::Coordinator => vec![format!("~{prefix}:*")],

@@ -5,8 +5,8 @@ use crate::subjects::Subjects;
 use super::nats::permissions;
 use super::redis_acl::rules;
 use super::secrets::{
-    Credentials, IDENTITY, NATS_PASSWORD, NATS_USER, REDIS_PASSWORD, REDIS_USERNAME,
-    REQUIRE_IDENTITY, SUBJECT_PREFIX,
+    Credentials, CONSOLE_SESSION_SECRET, IDENTITY, NATS_PASSWORD, NATS_USER, REDIS_PASSWORD,
+    REDIS_USERNAME, REQUIRE_IDENTITY, SUBJECT_PREFIX,
 };
 use super::Role;
 
@@ -87,6 +87,14 @@ pub fn env_file(role: &Role, creds: &Credentials, prefix: &str) -> String {
     if let Role::Person(name) = role {
         out.push_str(&format!("{IDENTITY}={name}\n"));
     }
+    if *role == Role::Console {
+        // Every console behind one load balancer reads this file, so they
+        // all accept each other's sessions.
+        out.push_str(&format!(
+            "{CONSOLE_SESSION_SECRET}={}\n",
+            creds.session_secret
+        ));
+    }
     if prefix != Subjects::default().prefix() {
         out.push_str(&format!("{SUBJECT_PREFIX}={prefix}\n"));
     }
@@ -102,6 +110,7 @@ mod tests {
         Credentials {
             nats_password: "n".repeat(40),
             redis_password: "r".repeat(40),
+            session_secret: "s".repeat(40),
         }
     }
 
@@ -118,6 +127,14 @@ mod tests {
         let a = env_file(&Role::Person("alice".into()), &creds(), "caucus");
         assert_eq!(value(&a, IDENTITY).as_deref(), Some("alice"));
         assert_eq!(value(&a, NATS_USER).as_deref(), Some("operator-alice"));
+        assert!(value(&a, CONSOLE_SESSION_SECRET).is_none());
+        let k = env_file(&Role::Console, &creds(), "caucus");
+        assert_eq!(value(&k, NATS_USER).as_deref(), Some("console"));
+        assert_eq!(
+            value(&k, CONSOLE_SESSION_SECRET).as_deref(),
+            Some("s".repeat(40).as_str())
+        );
+        assert!(value(&k, REDIS_PASSWORD).is_none());
     }
 
     #[test]

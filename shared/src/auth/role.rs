@@ -14,8 +14,12 @@ pub enum Role {
     Facilitator,
     /// Correlates failures.
     Correlator,
-    /// The CLI and console: every API operation, on bare subjects.
+    /// The CLI: every API operation, on bare subjects.
     Operator,
+    /// The web console: the operator's reads, every mutating operation
+    /// as whichever person is logged in (`….as.<person>`), and the event
+    /// subjects its live updates follow.
+    Console,
     /// An outside service: publishes findings and failures only.
     Publisher,
     /// Full rights: `caucus init` and a person repairing things; never a
@@ -27,12 +31,13 @@ pub enum Role {
 }
 
 /// The fixed roles, in the order files and tables list them.
-pub const ROLES: [Role; 7] = [
+pub const ROLES: [Role; 8] = [
     Role::Coordinator,
     Role::Worker,
     Role::Facilitator,
     Role::Correlator,
     Role::Operator,
+    Role::Console,
     Role::Publisher,
     Role::Admin,
 ];
@@ -59,6 +64,7 @@ impl Role {
             Role::Facilitator => "facilitator",
             Role::Correlator => "correlator",
             Role::Operator | Role::Person(_) => "operator",
+            Role::Console => "console",
             Role::Publisher => "publisher",
             Role::Admin => "admin",
         }
@@ -69,10 +75,13 @@ impl Role {
         format!("{}.env", self.user())
     }
 
-    /// Whether the role connects to Redis (the CLI and outside services
-    /// need only NATS).
+    /// Whether the role connects to Redis (the CLI, the console and
+    /// outside services need only NATS).
     pub fn uses_redis(&self) -> bool {
-        !matches!(self, Role::Operator | Role::Person(_) | Role::Publisher)
+        !matches!(
+            self,
+            Role::Operator | Role::Person(_) | Role::Publisher | Role::Console
+        )
     }
 
     /// Whether the role's services must name who acts

@@ -18,6 +18,9 @@ pub const REDIS_PASSWORD: &str = "CAUCUS_REDIS_PASSWORD";
 pub const REQUIRE_IDENTITY: &str = "CAUCUS_SECURITY_REQUIRE_IDENTITY";
 /// Env variable of a person's identity (the CLI sends `.as.<identity>`).
 pub const IDENTITY: &str = "CAUCUS_IDENTITY";
+/// Env variable of the key signing the console's session cookies and
+/// CSRF tokens (`console.env` only).
+pub const CONSOLE_SESSION_SECRET: &str = "CAUCUS_CONSOLE_SESSION_SECRET";
 /// Env variable of the subject (and Redis key) prefix.
 pub const SUBJECT_PREFIX: &str = "CAUCUS_SUBJECT_PREFIX";
 
@@ -29,11 +32,16 @@ pub struct Credentials {
     /// The Redis password (unused by roles without Redis, kept anyway so
     /// a later role change needs no rotation).
     pub redis_password: String,
+    /// The console's session key (written to `console.env` only; kept
+    /// like the passwords, so sessions survive a re-run of `auth init`).
+    pub session_secret: String,
 }
 
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Credentials { nats_password: \"***\", redis_password: \"***\" }")
+        f.write_str(
+            "Credentials { nats_password: \"***\", redis_password: \"***\", session_secret: \"***\" }",
+        )
     }
 }
 
@@ -43,6 +51,7 @@ impl Credentials {
         Credentials {
             nats_password: new_secret(),
             redis_password: new_secret(),
+            session_secret: new_secret(),
         }
     }
 
@@ -52,9 +61,11 @@ impl Credentials {
     pub fn from_env_text(text: &str) -> Option<Credentials> {
         let nats_password = value(text, NATS_PASSWORD)?;
         let redis_password = value(text, REDIS_PASSWORD).unwrap_or_else(new_secret);
+        let session_secret = value(text, CONSOLE_SESSION_SECRET).unwrap_or_else(new_secret);
         Some(Credentials {
             nats_password,
             redis_password,
+            session_secret,
         })
     }
 }
@@ -96,10 +107,12 @@ mod tests {
 
     #[test]
     fn env_text_is_read_back() {
-        let t = "# x\nCAUCUS_NATS_USER=w\nexport CAUCUS_NATS_PASSWORD=\"abc\"\nCAUCUS_REDIS_PASSWORD=def\n";
+        let t = "# x\nCAUCUS_NATS_USER=w\nexport CAUCUS_NATS_PASSWORD=\"abc\"\nCAUCUS_REDIS_PASSWORD=def\nCAUCUS_CONSOLE_SESSION_SECRET=ghi\n";
         let c = Credentials::from_env_text(t).unwrap();
         assert_eq!(c.nats_password, "abc");
         assert_eq!(c.redis_password, "def");
+        assert_eq!(c.session_secret, "ghi");
+        assert!(!format!("{c:?}").contains("ghi"));
         assert!(Credentials::from_env_text("CAUCUS_NATS_USER=w\n").is_none());
         assert!(!format!("{c:?}").contains("abc"));
     }
