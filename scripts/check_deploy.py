@@ -25,9 +25,13 @@ NATS_CONF = ROOT / "deploy" / "config" / "nats-server.conf"
 NATS_HELM_VALUES = ROOT / "deploy" / "helm" / "nats-values.yaml"
 AGENT_TYPES = ["screening", "business", "financial", "strategy", "valuation", "report"]
 SERVICES = ["coordinator", "facilitator", "correlator"]
-BINARIES = ["caucus", "caucus-coordinator", "caucus-worker", "caucus-facilitator", "caucus-correlator"]
+BINARIES = ["caucus", "caucus-coordinator", "caucus-worker", "caucus-facilitator", "caucus-correlator",
+            "caucus-console"]
 # Roles whose env files `caucus auth init` writes (docs/SECURITY.md).
-AUTH_ROLES = ["coordinator", "worker", "facilitator", "correlator", "operator", "publisher", "admin"]
+AUTH_ROLES = ["coordinator", "worker", "facilitator", "correlator", "operator", "publisher", "admin", "console"]
+# The console's users file lives in a volume of its own (not a credential
+# volume of a role): auth-init creates it, the console mounts it at /users.
+CONSOLE_USERS_VOLUME = "console-users"
 # How a compose service loads its role's credentials before it runs CMD.
 ROLE_COMMAND = re.compile(r"^set -a && \. /auth/(?P<role>[a-z]+)\.env && set \+a && exec (?P<cmd>.+)$")
 
@@ -75,9 +79,14 @@ class Auth:
         self.generated = generated
 
     def env(self, role: str) -> dict[str, str]:
-        """The CAUCUS_* variables of <role>.env."""
+        """The CAUCUS_* variables of <role>.env (none, and a failure, when
+        the generator did not write it)."""
         out = {}
-        for line in (self.path / f"{role}.env").read_text().splitlines():
+        f = self.path / f"{role}.env"
+        if not f.is_file():
+            fail(f"no {role}.env in {rel(self.path)}: `caucus auth init` does not write the {role} role")
+            return out
+        for line in f.read_text().splitlines():
             line = line.strip().removeprefix("export ")
             if line and not line.startswith("#") and "=" in line:
                 k, v = line.split("=", 1)
@@ -292,6 +301,7 @@ def check_compose(bin_dir: Path | None, auth: Auth, out: Path) -> None:
     if not [f for f in failures if f.startswith("compose")]:
         ok(f"{len(expected)} caucus services: each with its role's credentials only, healthchecks, "
            "depends_on healthy, scalable workers")
+    check_compose_console(services.get("console"))
     check_compose_nats(services.get("nats") or {})
     check_compose_redis(services.get("redis") or {})
     volumes = check_compose_auth_init(services, out, bin_dir)
@@ -307,16 +317,70 @@ def role_command(cmd: list[str]) -> tuple[str, str] | None:
 
 
 def auth_volumes(s: dict) -> list[dict]:
-    """The service's mounts of the credential volumes (named auth*)."""
-    return [v for v in s.get("volumes") or [] if v.get("type") == "volume" and v.get("source", "").startswith("auth")]
+    """The service's mounts of the volumes auth-init fills: the credential
+    volumes (named auth*) and the console's users file."""
+    return [
+        v for v in s.get("volumes") or []
+        if v.get("type") == "volume"
+        and (v.get("source", "").startswith("auth") or v.get("source") == CONSOLE_USERS_VOLUME)
+    ]
 
 
 def role_volume_problems(s: dict, role: str) -> list[str]:
-    """A caucus service mounts its role's volume at /auth, read-only, and no other."""
+    """A caucus service mounts its role's volume at /auth, read-only, and no
+    other (the console also its users file, writable for add-user)."""
     vols = auth_volumes(s)
     want = [("auth-" + role, "/auth", True)]
+    if role == "console":
+        want.append((CONSOLE_USERS_VOLUME, "/users", False))
     got = [(v.get("source"), v.get("target"), bool(v.get("read_only"))) for v in vols]
     return [] if got == want else [f"credential volumes {got}, expected {want}"]
+
+
+def check_compose_console(s: dict | None) -> None:
+    """The console: its role's credentials, `caucus health console`, NATS
+    only, and a login whenever it listens beyond loopback (it refuses to
+    start otherwise), its users file in the volume it mounts, its port
+    published on the host's loopback."""
+    if s is None:
+        fail("compose: service `console` is missing")
+        return
+    problems = []
+    if s.get("restart") != "unless-stopped":
+        problems.append("restart is not unless-stopped")
+    if not s.get("stop_grace_period"):
+        problems.append("no stop_grace_period")
+    if role_command(s.get("command") or []) != ("console", "caucus-console"):
+        problems.append(f"command does not load /auth/console.env and exec caucus-console: {s.get('command')}")
+    test = (s.get("healthcheck") or {}).get("test") or []
+    if test[:1] != ["CMD"] or role_command(test[1:]) != ("console", "caucus health console"):
+        problems.append(f"healthcheck is not `caucus health console` with /auth/console.env: {test}")
+    problems += role_volume_problems(s, "console")
+    deps = s.get("depends_on") or {}
+    if (deps.get("nats") or {}).get("condition") != "service_healthy":
+        problems.append("does not wait for nats to be healthy")
+    if (deps.get("auth-init") or {}).get("condition") != "service_completed_successfully":
+        problems.append("does not wait for auth-init to complete")
+    if "redis" in deps:
+        problems.append("depends on redis, which the console never uses")
+    env = s.get("environment") or {}
+    listen = env.get("CAUCUS_CONSOLE_LISTEN") or "127.0.0.1:8080"
+    host, _, cport = listen.rpartition(":")
+    auth = env.get("CAUCUS_CONSOLE_AUTH") or "none"
+    if host not in ("127.0.0.1", "::1", "[::1]", "localhost") and auth not in ("users", "header"):
+        problems.append(f"listens on {listen} with console auth {auth!r} (users or header required)")
+    if auth == "users":
+        users = env.get("CAUCUS_CONSOLE_USERS_FILE") or ""
+        if not users.startswith("/users/"):
+            problems.append(f"users file {users!r} is not in the console-users volume (/users)")
+    ports = s.get("ports") or []
+    if [(p.get("host_ip"), str(p.get("target"))) for p in ports] != [("127.0.0.1", cport)]:
+        problems.append(f"ports {ports}: expected the console port {cport} published on 127.0.0.1 only")
+    if problems:
+        fail("compose service console: " + "; ".join(problems))
+    else:
+        ok(f"compose console: console role's credentials, caucus health console, NATS only, "
+           f"{listen} with console auth {auth}, published on 127.0.0.1")
 
 
 def check_observability(dc: Path | None) -> None:
@@ -381,13 +445,18 @@ def check_compose_auth_init(services: dict, out: Path, bin_dir: Path | None) -> 
         fail(f"compose auth-init's script failed here:\n{r.stderr}{r.stdout}")
         return None
     dirs = {src: root / target.removeprefix("/auth/") for target, src in mounts.items()}
+    users = dirs.get(CONSOLE_USERS_VOLUME)
+    if users is None or not (users / "users").is_file():
+        fail(f"compose auth-init: no (empty) console users file `users` in volume {CONSOLE_USERS_VOLUME}")
+    elif users.stat().st_uid != 10001 or (users / "users").stat().st_uid != 10001:
+        fail("compose auth-init: the console users file is not the caucus user's (add-user could not write it)")
     ok(f"compose auth-init's script fills {len(dirs)} volumes")
     return dirs
 
 
 def compose_role_env(volumes: dict[str, Path], s: dict, role: str) -> dict[str, str] | None:
     """The variables the service's command loads, read from the volume it mounts."""
-    vols = auth_volumes(s)
+    vols = [v for v in auth_volumes(s) if v.get("target") == "/auth"]
     if len(vols) != 1 or vols[0].get("source") not in volumes:
         return None
     f = volumes[vols[0]["source"]] / f"{role}.env"
@@ -589,6 +658,18 @@ FULL_VALUES = {
     "config": 'shutdown_grace = "20s"\n\n[worker]\nlease_ttl = "15s"\n',
     "imagePullSecrets": [{"name": "registry"}],
     "nodeSelector": {"kubernetes.io/os": "linux"},
+    # Behind an authenticating proxy, reached through an Ingress with TLS.
+    "console": {
+        "replicas": 2,
+        "auth": "header",
+        "port": 8081,
+        "ingress": {
+            "enabled": True,
+            "className": "nginx",
+            "host": "caucus.example.com",
+            "tls": [{"secretName": "caucus-console-tls", "hosts": ["caucus.example.com"]}],
+        },
+    },
 }
 
 
@@ -623,8 +704,18 @@ def check_helm(out: Path, tools_bin: Path, bin_dir: Path | None, auth: Auth) -> 
                 fail(f"NOTES.txt ({label}) did not render")
             rendered[label] = _load_yaml_docs(docs)
             ok(f"helm template ({label} values) → {rel(path)} ({len(rendered[label])} objects)")
+    with helm.Chart.load(str(CHART)) as chart:
+        try:
+            chart.render({"console": {"auth": "none"}}, name="caucus", namespace="caucus", is_install=True)
+            fail("helm template rendered console.auth=none (a console on 0.0.0.0 without a login)")
+        except Exception as e:
+            if "console.auth must be users or header" in str(e):
+                ok("helm template refuses console.auth=none")
+            else:
+                fail(f"helm template with console.auth=none failed for another reason: {e}")
     for label, objs in rendered.items():
         check_helm_objects(label, objs, label == "full")
+        check_helm_console(label, objs, FULL_VALUES["console"] if label == "full" else {})
         check_helm_auth(label, objs, {} if label != "full" else FULL_VALUES["auth"]["secretNames"], label != "noauth")
     validate_k8s(out, tools_bin, list(rendered))
     if bin_dir is not None:
@@ -649,6 +740,77 @@ def check_helm_auth(label: str, objs: list[dict], names: dict[str, str], enabled
         fail(f"helm ({label}) credentials: " + "; ".join(bad))
     else:
         ok(f"helm ({label}): " + ("each Deployment loads its role's Secret only" if enabled else "no credential Secrets"))
+
+
+def check_helm_console(label: str, objs: list[dict], values: dict) -> None:
+    """The console Deployment listens on 0.0.0.0 only with a login, its users
+    file comes from a mounted Secret, its Service reaches the console port
+    of its pods alone, and the Ingress (full values) routes to that Service."""
+    by_kind: dict[str, dict[str, dict]] = {}
+    for o in objs:
+        by_kind.setdefault(o["kind"], {})[o["metadata"]["name"]] = o
+    deployments = by_kind.get("Deployment", {})
+    d = deployments.get("caucus-console")
+    if d is None:
+        fail(f"helm ({label}): no Deployment caucus-console")
+        return
+    bad = []
+    port = values.get("port", 8080)
+    auth = values.get("auth", "users")
+    pod = d["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    if c.get("args") != ["caucus-console"]:
+        bad.append(f"runs {c.get('args')}")
+    env = {e["name"]: e.get("value") for e in c.get("env") or []}
+    if env.get("CAUCUS_CONSOLE_LISTEN") != f"0.0.0.0:{port}":
+        bad.append(f"CAUCUS_CONSOLE_LISTEN is {env.get('CAUCUS_CONSOLE_LISTEN')!r}")
+    if env.get("CAUCUS_CONSOLE_AUTH") != auth:
+        bad.append(f"CAUCUS_CONSOLE_AUTH is {env.get('CAUCUS_CONSOLE_AUTH')!r}, expected {auth!r}")
+    if auth == "users":
+        users = env.get("CAUCUS_CONSOLE_USERS_FILE") or ""
+        mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts") or []}
+        vols = {v["name"]: v for v in pod.get("volumes") or []}
+        secret = (vols.get("console-users") or {}).get("secret") or {}
+        if secret.get("secretName") != "caucus-console-users" or \
+                os.path.dirname(users) != mounts.get("console-users"):
+            bad.append(f"users file {users!r} is not in the mounted Secret caucus-console-users")
+    elif not env.get("CAUCUS_CONSOLE_TRUSTED_HEADER"):
+        bad.append("auth header without CAUCUS_CONSOLE_TRUSTED_HEADER")
+    ports = {p.get("name"): p.get("containerPort") for p in c.get("ports") or []}
+    if ports.get("console") != port:
+        bad.append(f"container port console is {ports.get('console')}, expected {port}")
+    svc = by_kind.get("Service", {}).get("caucus-console")
+    if svc is None:
+        bad.append("no Service caucus-console")
+    else:
+        sel = svc["spec"].get("selector") or {}
+        hits = [n for n, x in deployments.items() if _selects(sel, x)]
+        if hits != ["caucus-console"]:
+            bad.append(f"Service caucus-console selects {hits}")
+        if [p.get("targetPort") for p in svc["spec"].get("ports") or []] != ["console"]:
+            bad.append(f"Service caucus-console ports {svc['spec'].get('ports')} do not target `console`")
+    ingresses = by_kind.get("Ingress", {})
+    want_ingress = (values.get("ingress") or {}).get("enabled", False)
+    if want_ingress:
+        ing = ingresses.get("caucus-console")
+        backends = [
+            p["backend"]["service"]
+            for r in ((ing or {}).get("spec") or {}).get("rules") or []
+            for p in r["http"]["paths"]
+        ]
+        if backends != [{"name": "caucus-console", "port": {"name": "console"}}]:
+            bad.append(f"Ingress caucus-console backends {backends}")
+        if svc is not None and not any(p.get("name") == "console" for p in svc["spec"].get("ports") or []):
+            bad.append("the Ingress names port `console`, which the Service lacks")
+        if not ((ing or {}).get("spec") or {}).get("tls"):
+            bad.append("Ingress without tls although values set it")
+    elif ingresses:
+        bad.append(f"Ingress rendered with console.ingress.enabled false: {list(ingresses)}")
+    if bad:
+        fail(f"helm ({label}) console: " + "; ".join(bad))
+    else:
+        ok(f"helm ({label}): console Deployment on 0.0.0.0:{port} with auth {auth}, its Service"
+           f"{' and Ingress' if want_ingress else ''}")
 
 
 def helm_role(d: dict) -> str:
