@@ -14,6 +14,7 @@ mod auth;
 mod durability;
 mod latency;
 mod memory;
+mod otlp_sink;
 mod planner;
 mod raw;
 mod scaleout;

@@ -5,18 +5,16 @@
 //! pushed over OTLP), alternating off, on, on, off, … so a drift of the
 //! machine's load weighs on both sides alike.
 //!
-//! The receiver is an in-process OTLP collector (`fake-opentelemetry-
-//! collector`) drained as fast as it receives: the spans really cross
-//! gRPC, and what a collector costs elsewhere is not charged to caucus.
+//! The receiver is a lean in-process OTLP/gRPC sink ([`crate::otlp_sink`])
+//! that decodes and counts: the spans really cross gRPC, and the receiver
+//! takes as little as possible of the two cores caucus shares with it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use caucus_harness::{free_port, Stack};
-use fake_opentelemetry_collector::FakeCollectorServer;
 
+use crate::otlp_sink::Sink;
 use crate::support::{coordinator_from, server_pid, worker_from, Api, STOCK_AGENTS};
 use crate::throughput::{measure, Rig, Run};
 
@@ -77,40 +75,16 @@ pub async fn run(rounds: usize, workers: usize, slots: u32, n_items: usize) -> R
     Ok(Comparison { runs })
 }
 
-/// One run on fresh servers; with `on`, a fresh collector too.
+/// One run on fresh servers; with `on`, a fresh receiver too.
 async fn one(on: bool, workers: usize, slots: u32, n_items: usize) -> Result<(Run, u64)> {
     let stack = Stack::start();
-    let spans = Arc::new(AtomicU64::new(0));
-    let mut env: Vec<(String, String)> = vec![("CAUCUS_TELEMETRY_SAMPLE_RATIO".into(), "0".into())];
-    let drain = if on {
-        let mut collector = FakeCollectorServer::start()
-            .await
-            .map_err(|e| anyhow!("OTLP collector: {e}"))?;
-        env = vec![
+    let sink = if on { Some(Sink::start().await?) } else { None };
+    let env: Vec<(String, String)> = match &sink {
+        Some(sink) => vec![
             ("CAUCUS_TELEMETRY_SAMPLE_RATIO".into(), "1.0".into()),
-            (
-                "CAUCUS_TELEMETRY_OTLP_ENDPOINT".into(),
-                collector.endpoint(),
-            ),
-        ];
-        let count = spans.clone();
-        Some(tokio::spawn(async move {
-            loop {
-                // The receiver's channel holds 64 spans: ask for no more, or
-                // every call waits out its timeout and the receiver, not
-                // caucus, becomes the bottleneck.
-                let got = collector
-                    .exported_spans(64, Duration::from_millis(20))
-                    .await;
-                count.fetch_add(got.len() as u64, Ordering::Relaxed);
-                // Metrics pushes fill their own channel otherwise.
-                let _ = collector
-                    .exported_metrics(64, Duration::from_millis(1))
-                    .await;
-            }
-        }))
-    } else {
-        None
+            ("CAUCUS_TELEMETRY_OTLP_ENDPOINT".into(), sink.endpoint()),
+        ],
+        None => vec![("CAUCUS_TELEMETRY_SAMPLE_RATIO".into(), "0".into())],
     };
     let with_env = |mut b: caucus_harness::ServiceBuilder| {
         for (k, v) in &env {
@@ -148,19 +122,17 @@ async fn one(on: bool, workers: usize, slots: u32, n_items: usize) -> Result<(Ru
     // Spans still queued in the processes when the last task completed
     // arrive later: count until nothing has come for two seconds, so the
     // figure says whether spans were dropped (it includes the warm-up's).
-    let mut last = spans.load(Ordering::Relaxed);
+    let spans = || sink.as_ref().map_or(0, Sink::spans);
+    let mut last = spans();
     let mut quiet_since = Instant::now();
     let deadline = Instant::now() + Duration::from_secs(60);
     while on && quiet_since.elapsed() < Duration::from_secs(2) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let now = spans.load(Ordering::Relaxed);
+        let now = spans();
         if now != last {
             last = now;
             quiet_since = Instant::now();
         }
-    }
-    if let Some(d) = drain {
-        d.abort();
     }
     Ok((r, last))
 }
