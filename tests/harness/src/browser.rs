@@ -6,15 +6,20 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
 
 use crate::process::Proc;
 use crate::{find_binary, free_port, wait_until};
 
 /// How to install both when they are missing (scripts/install-servers does).
-pub const INSTALL: &str = "apt-get install -y chromium chromium-driver (or scripts/install-servers)";
+pub const INSTALL: &str =
+    "apt-get install -y chromium chromium-driver (or scripts/install-servers)";
 
 /// Flags every session starts chromium with: no display, no sandbox (CI
 /// containers run as root, where chromium refuses its sandbox), no GPU,
@@ -27,10 +32,11 @@ pub const CHROMIUM_ARGS: &[&str] = &[
     "--window-size=1280,900",
 ];
 
-/// A running chromedriver; killed on Drop (the browsers it started go with
-/// their sessions, which the tests close).
+/// A running chromedriver; on Drop its whole process group is killed, so
+/// the browsers it started go too even when a test panicked before closing
+/// its session.
 pub struct ChromeDriver {
-    _proc: Proc,
+    proc: Proc,
     port: u16,
     log: PathBuf,
     _dir: tempfile::TempDir,
@@ -54,18 +60,21 @@ impl ChromeDriver {
         for _ in 0..3 {
             let port = free_port();
             let mut cmd = Command::new(&bin);
-            cmd.arg(format!("--port={port}")).current_dir(dir.path());
+            // Its own process group: chromium and its helpers inherit it.
+            cmd.arg(format!("--port={port}"))
+                .current_dir(dir.path())
+                .process_group(0);
             let mut proc = Proc::spawn(cmd, &log);
             let ready = poll_ready(&mut proc, port, Duration::from_secs(20));
             if ready {
                 return ChromeDriver {
-                    _proc: proc,
+                    proc,
                     port,
                     log,
                     _dir: dir,
                 };
             }
-            proc.kill();
+            kill_group(&mut proc);
             last = std::fs::read_to_string(&log).unwrap_or_default();
         }
         panic!(
@@ -88,6 +97,20 @@ impl ChromeDriver {
     pub fn log_path(&self) -> &Path {
         &self.log
     }
+}
+
+impl Drop for ChromeDriver {
+    fn drop(&mut self) {
+        kill_group(&mut self.proc);
+    }
+}
+
+/// SIGKILLs the process group `proc` leads, then reaps `proc`.
+fn kill_group(proc: &mut Proc) {
+    if let Some(pid) = proc.pid() {
+        let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+    }
+    proc.kill();
 }
 
 /// The browser binary sessions ask chromedriver for: `$CAUCUS_CHROMIUM`,
