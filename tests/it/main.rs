@@ -12,6 +12,7 @@ mod bounded_records;
 mod bounded_replies;
 mod capacity_faults;
 mod cli;
+mod console_browser;
 mod correlation_trace;
 mod correlator_service;
 mod dashboard_queries;
