@@ -21,6 +21,8 @@ use crate::viewer::Viewer;
 
 pub(crate) mod form;
 mod package;
+
+pub(crate) use package::position;
 mod provisional;
 
 use form::{api_error, check_rationale, flash, words, PostForm};
