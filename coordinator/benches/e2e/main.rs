@@ -402,13 +402,19 @@ async fn observability_cost() -> Result<()> {
     println!("\n[10] observability cost: scenario 1's workload ({THROUGHPUT_ITEMS} items x 6 no-op tasks, {AUTH_WORKERS} worker, {THROUGHPUT_SLOTS} slots/agent) with telemetry off and on (sample ratio 1.0, OTLP export, /metrics), {rounds} round(s) alternating");
     let c = tracing::run(rounds, AUTH_WORKERS, THROUGHPUT_SLOTS, THROUGHPUT_ITEMS).await?;
     for (on, r, spans) in &c.runs {
+        let cpu: Vec<String> = r
+            .cpu
+            .iter()
+            .map(|(n, s)| format!("{n} {:.0} us", 1e6 * s / r.tasks as f64))
+            .collect();
         println!(
-            "  {}: {:>6} tasks in {:>6.2} s = {:>7.0} tasks/s, {} spans received by the collector",
+            "  {}: {:>6} tasks in {:>6.2} s = {:>7.0} tasks/s, {} spans received; CPU per task: {}",
             if *on { "on " } else { "off" },
             r.tasks,
             r.secs,
             r.tasks_per_sec(),
-            spans
+            spans,
+            cpu.join(", ")
         );
     }
     let (off, on) = (c.mean(false), c.mean(true));
