@@ -9,6 +9,7 @@
 //! `target/console-screenshots/` (and, with `CAUCUS_BLESS=1`, in
 //! `docs/console/` for docs/CONSOLE.md).
 
+mod alerts;
 mod browser;
 mod gates;
 mod overview;

@@ -99,18 +99,18 @@ pub async fn login(browser: &Browser, name: &str, password: &str) {
     );
     browser.screenshot("login").await;
     browser
-        .wait_css("input[name=username]")
+        .wait_css("form#login input[name=name]")
         .await
         .send_keys(name)
         .await
         .expect("type the name");
     browser
-        .wait_css("input[name=password]")
+        .wait_css("form#login input[name=password]")
         .await
         .send_keys(password)
         .await
         .expect("type the password");
-    let submit = browser.wait_css("form button[type=submit]").await;
+    let submit = browser.wait_css("form#login button[type=submit]").await;
     let at = browser.submit(&submit).await;
     assert!(!at.starts_with("/login"), "logged in, not still on {at}");
     browser
