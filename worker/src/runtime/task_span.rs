@@ -19,13 +19,13 @@ pub(crate) fn task_span(
     let span = tracing::info_span!(
         "task",
         otel.kind = "consumer",
-        caucus.task_id = %task.task_id,
-        caucus.workflow_id = %task.workflow_id,
-        caucus.item = %task.item,
-        caucus.stage = %task.stage,
-        caucus.agent_type = %task.agent_type,
+        caucus.task_id = task.task_id.as_str(),
+        caucus.workflow_id = task.workflow_id.as_str(),
+        caucus.item = task.item.as_str(),
+        caucus.stage = task.stage.as_str(),
+        caucus.agent_type = task.agent_type.as_str(),
         caucus.attempt = i64::from(task.attempt),
-        caucus.worker_id = %worker_id,
+        caucus.worker_id = worker_id,
     );
     trace::set_remote_parent(&span, headers);
     span

@@ -127,8 +127,8 @@ impl Scheduler {
                 let root = tracing::info_span!(
                     parent: None,
                     "workflow",
-                    caucus.workflow_id = %d.workflow_id,
-                    caucus.item = %d.item,
+                    caucus.workflow_id = d.workflow_id.as_str(),
+                    caucus.item = d.item.as_str(),
                     caucus.pipeline = %d.pipeline
                 );
                 if let Some((tp, ts)) = trace::traceparent_of(&root.context()) {
@@ -146,11 +146,11 @@ impl Scheduler {
             parent: None,
             "dispatch",
             otel.kind = "producer",
-            caucus.task_id = %d.task_id,
-            caucus.workflow_id = %d.workflow_id,
-            caucus.item = %d.item,
-            caucus.stage = %d.stage,
-            caucus.agent_type = %d.agent_type,
+            caucus.task_id = d.task_id.as_str(),
+            caucus.workflow_id = d.workflow_id.as_str(),
+            caucus.item = d.item.as_str(),
+            caucus.stage = d.stage.as_str(),
+            caucus.agent_type = d.agent_type.as_str(),
             // i64: tracing-opentelemetry exports unsigned fields as strings.
             caucus.attempt = i64::from(d.attempt),
             caucus.queue_wait_ms = queue_wait_ms
