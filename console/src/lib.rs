@@ -4,19 +4,37 @@
 //! Server-rendered HTML ([`layout`], one module per page in [`pages`]),
 //! live updates over Server-Sent Events ([`events`]), and nothing stored
 //! here: every figure comes from the NATS control API and streams, every
-//! action goes back through it as the person logged in ([`viewer`]), so
-//! any number of consoles can run behind a load balancer.
+//! action goes back through it as the person logged in ([`viewer`],
+//! [`auth`]), so any number of consoles can run behind a load balancer.
+//! [`server`] is the process around it.
 
+pub mod auth;
 pub mod error;
 pub mod events;
 pub mod layout;
 pub mod pages;
+pub mod server;
 pub mod state;
 pub mod viewer;
 
+use std::sync::Arc;
+
+pub use auth::{Auth, AuthError};
 pub use state::AppState;
 
-/// The whole console's routes.
-pub fn router(state: AppState) -> axum::Router {
-    pages::routes().merge(events::routes()).with_state(state)
+/// The whole console's routes, with authentication as `[console]` says
+/// (keys from `console.session_secret`, or random for this router).
+pub fn router(state: AppState) -> Result<axum::Router, AuthError> {
+    let auth = Arc::new(Auth::from_config(state.console())?);
+    Ok(app(state, auth))
+}
+
+/// The whole console's routes with `auth`.
+pub fn app(state: AppState, auth: Arc<Auth>) -> axum::Router {
+    pages::routes()
+        .merge(events::routes())
+        .with_state(state)
+        .layer(axum::middleware::from_fn(move |req, next| {
+            auth::layer(auth.clone(), req, next)
+        }))
 }

@@ -1,14 +1,11 @@
-//! `caucus-console`: the web console. A thin main over the library.
+//! `caucus-console`: the web console. A thin main over the library
+//! ([`caucus_console::server`]).
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::Parser;
 
-use caucus_console::AppState;
-use caucus_shared::api::ApiClient;
 use caucus_shared::config::CommonArgs;
-use caucus_shared::subjects::Subjects;
 
 const BIN: &str = "caucus-console";
 
@@ -17,42 +14,30 @@ const BIN: &str = "caucus-console";
 struct Args {
     #[command(flatten)]
     common: CommonArgs,
+    /// Where to serve HTTP (overrides console.listen /
+    /// CAUCUS_CONSOLE_LISTEN; default 127.0.0.1:8080).
+    #[arg(long)]
+    listen: Option<String>,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    let (config, _telemetry) = match caucus_shared::service::boot(BIN, &args.common) {
+    let (mut config, telemetry) = match caucus_shared::service::boot(BIN, &args.common) {
         Ok(b) => b,
         Err(code) => return code,
     };
-    match run(config).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("{BIN}: {e:#}");
-            ExitCode::from(1)
-        }
+    if let Some(listen) = args.listen {
+        config.console.listen = listen;
     }
-}
-
-async fn run(config: caucus_shared::Config) -> anyhow::Result<()> {
-    let nats = caucus_shared::nats::connect(&config.nats, "caucus-console").await?;
-    let api = ApiClient::new(
-        nats,
-        Subjects::new(config.subject_prefix.clone()),
-        config.nats.request_timeout,
-    );
-    let listen = config.console.listen.clone();
-    let state = AppState {
-        api,
-        config: Arc::new(config),
+    let code = match caucus_console::server::run(config).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("{BIN}: {e}");
+            ExitCode::from(e.exit_code())
+        }
     };
-    let listener = tokio::net::TcpListener::bind(&listen).await?;
-    tracing::info!(addr = %listener.local_addr()?, "console listening");
-    axum::serve(listener, caucus_console::router(state))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
-    Ok(())
+    drop(telemetry);
+    code
 }

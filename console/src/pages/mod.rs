@@ -3,6 +3,7 @@
 pub mod alerts;
 pub mod debates;
 pub mod gates;
+pub mod login;
 pub mod overview;
 pub mod plan;
 pub mod workflow;
@@ -20,4 +21,5 @@ pub fn routes() -> Router<AppState> {
         .merge(gates::routes())
         .merge(debates::routes())
         .merge(alerts::routes())
+        .merge(login::routes())
 }
