@@ -5,6 +5,7 @@ mod audit;
 mod auth;
 mod broadcast;
 mod client;
+mod console;
 mod credentials;
 mod debates;
 mod demo;
@@ -180,7 +181,7 @@ pub enum Command {
     },
     /// Exit 0 when SERVICE answers its health check.
     Health {
-        /// coordinator, worker, facilitator or correlator.
+        /// coordinator, worker, facilitator, correlator or console.
         service: String,
     },
     /// Run a coordination pattern (parallel, pipeline, debate,
@@ -218,6 +219,9 @@ pub enum Command {
     /// Credentials for every role (docs/SECURITY.md).
     #[command(subcommand)]
     Auth(auth::AuthCommand),
+    /// The web console's users (docs/CONSOLE.md).
+    #[command(subcommand)]
+    Console(console::ConsoleCommand),
     /// Start the local stack (scripts/stack up).
     Up,
     /// Stop the local stack (scripts/stack down).
@@ -230,6 +234,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Up => return stack::script("up"),
         Command::Down => return stack::script("down"),
         Command::Auth(cmd) => return auth::run(cmd),
+        Command::Console(cmd) => return console::run(&cli.common, cmd),
         Command::Init(args) => return init::run(&cli.common, args, cli.json).await,
         _ => {}
     }
@@ -326,7 +331,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             let subjects = caucus_shared::subjects::Subjects::new(config.subject_prefix.clone());
             broadcast::run(&client, &subjects, &args, cli.json).await
         }
-        Command::Up | Command::Down | Command::Init(_) | Command::Auth(_) => {
+        Command::Up
+        | Command::Down
+        | Command::Init(_)
+        | Command::Auth(_)
+        | Command::Console(_) => {
             unreachable!("handled above")
         }
     }
