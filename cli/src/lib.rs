@@ -331,11 +331,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             let subjects = caucus_shared::subjects::Subjects::new(config.subject_prefix.clone());
             broadcast::run(&client, &subjects, &args, cli.json).await
         }
-        Command::Up
-        | Command::Down
-        | Command::Init(_)
-        | Command::Auth(_)
-        | Command::Console(_) => {
+        Command::Up | Command::Down | Command::Init(_) | Command::Auth(_) | Command::Console(_) => {
             unreachable!("handled above")
         }
     }
