@@ -23,7 +23,8 @@ use serde_json::{json, Value};
 
 use crate::common::{call, coordinator, eventually, quota_handler, wait_state, worker, Api};
 
-mod http;
+/// The HTTP client, shared with the other console tests (`crate::console_actions::http`).
+pub(crate) mod http;
 
 use http::Http;
 
