@@ -117,6 +117,7 @@ pub fn status_reply(
             })
             .collect(),
         capacity,
+        counts: BTreeMap::new(),
     }
 }
 

@@ -76,6 +76,11 @@ pub struct StatusReply {
     pub load: BTreeMap<String, AgentLoadView>,
     /// Capacity per agent type as last read from Redis (slots).
     pub capacity: BTreeMap<String, usize>,
+    /// Workflows held per state (`running`, …), whatever the filters: the
+    /// console's overview shows them without reading every page. Absent
+    /// from coordinators that predate it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counts: BTreeMap<String, usize>,
 }
 
 /// The load of one agent type.
