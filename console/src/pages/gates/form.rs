@@ -82,3 +82,59 @@ pub(crate) fn words(s: &str) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct F {
+        #[serde(default)]
+        csrf: String,
+        rationale: String,
+    }
+
+    async fn decode(body: &'static str) -> Result<F, PageError> {
+        let req = Request::builder()
+            .method("POST")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(Body::from(body))
+            .unwrap();
+        PostForm::<F>::from_request(req, &()).await.map(|f| f.0)
+    }
+
+    #[tokio::test]
+    async fn a_form_body_decodes_plus_and_percent_escapes() {
+        let f = decode("rationale=Q3+guidance%3A+28%25+%E2%86%92+ok&csrf=ab")
+            .await
+            .unwrap();
+        assert_eq!(
+            f,
+            F {
+                csrf: "ab".into(),
+                rationale: "Q3 guidance: 28% → ok".into()
+            }
+        );
+        // A missing CSRF field is left to the CSRF check (403), not a 400.
+        assert_eq!(decode("rationale=x").await.unwrap().csrf, "");
+    }
+
+    #[tokio::test]
+    async fn a_missing_required_field_is_a_400_naming_it() {
+        let e = decode("csrf=ab").await.unwrap_err();
+        assert!(
+            matches!(&e, PageError::BadRequest(m) if m.contains("rationale")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn lists_split_on_commas_and_spaces_and_flash_knows_only_its_words() {
+        assert_eq!(words(" a, b  c,,"), vec!["a", "b", "c"]);
+        assert!(flash(Some("approved")).is_some());
+        assert_eq!(flash(Some("<script>")), None);
+        assert_eq!(flash(None), None);
+    }
+}
