@@ -14,6 +14,7 @@ mod capacity_faults;
 mod cli;
 mod console_actions;
 mod console_browser;
+mod console_pages;
 mod correlation_trace;
 mod correlator_service;
 mod dashboard_queries;
