@@ -23,13 +23,7 @@ use tokio::net::TcpStream;
 
 use crate::common::{call, coordinator, eventually, pipeline, wait_state, worker, Api};
 
-// console_actions' client, loaded again here: its module is private to
-// console_actions (making it `pub(crate)` there would let this be a `use`).
-#[allow(clippy::duplicate_mod)]
-#[path = "console_actions/http.rs"]
-mod http;
-
-use http::Http;
+use crate::console_actions::http::Http;
 
 /// The console's page size in these tests.
 const PAGE: usize = 5;
