@@ -11,6 +11,7 @@
 //! from `cargo test --all-targets`, exits at once).
 
 mod auth;
+mod console;
 mod durability;
 mod latency;
 mod memory;
@@ -64,6 +65,9 @@ const AUTH_WORKERS: usize = 1;
 /// Observability cost: pairs of runs (off and on) of scenario 1's workload
 /// with one worker (`CAUCUS_BENCH_TRACING_ROUNDS` overrides).
 const TRACING_ROUNDS: usize = 2;
+/// Console overview: workflows held, and timed `GET /` requests.
+const CONSOLE_WORKFLOWS: usize = 10_000;
+const CONSOLE_REQUESTS: usize = 20;
 
 fn verdict(ok: bool) -> &'static str {
     if ok {
@@ -128,6 +132,9 @@ async fn all() -> Result<()> {
     }
     if selected(10) {
         observability_cost().await?;
+    }
+    if selected(11) {
+        console_overview().await?;
     }
     println!(
         "\ntotal bench time {:.0} s",
@@ -287,6 +294,25 @@ async fn durability_cost() -> Result<()> {
         1.0 / ratio,
         d.always.raw / d.default.raw
     );
+    Ok(())
+}
+
+async fn console_overview() -> Result<()> {
+    println!("\n[11] console overview, {CONSOLE_WORKFLOWS} stock-analysis workflows held, no workers, {CONSOLE_REQUESTS} requests per page over loopback");
+    let r = console::run(CONSOLE_WORKFLOWS, MEMORY_PER_REQUEST, CONSOLE_REQUESTS).await?;
+    for t in &r.paths {
+        let (p50, p95) = (t.percentile(50.0), t.percentile(95.0));
+        let goal = if t.path == "/" {
+            format!(" (goal < 300 ms: {})", verdict(p95 < 300.0))
+        } else {
+            " (filtered by item: scans the status pages)".to_string()
+        };
+        println!(
+            "  GET {}: overview p50 {p50:.1} ms p95 {p95:.1} ms{goal}",
+            t.path
+        );
+    }
+    println!("  {} workflows held throughout", r.workflows);
     Ok(())
 }
 
