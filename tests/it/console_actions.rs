@@ -103,36 +103,88 @@ async fn wait_listed(http: &mut Http, wf: &str) {
     }
 }
 
+/// A coordinator, a facilitator, an analyst worker and a console.
+struct Scene {
+    // Dropped in this order: the processes before the servers they use.
+    _services: Vec<Service>,
+    listen: String,
+    api: Api,
+    fac: crate::facilitator_common::Client,
+    _dir: tempfile::TempDir,
+    _stack: Stack,
+}
+
+impl Scene {
+    async fn start() -> Scene {
+        let stack = Stack::start();
+        let c = coordinator(&stack, &[]);
+        let f = crate::facilitator_common::facilitator(&stack, &[]);
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("agent.py");
+        std::fs::write(&script, AGENT).unwrap();
+        let w = worker(
+            &stack,
+            "analyst",
+            2,
+            &format!("exec:python3 {}", script.display()),
+            &[],
+        );
+        let (console, http) = console(&stack).await;
+        Scene {
+            _services: vec![console, w, f, c],
+            listen: http.addr().to_string(),
+            api: Api::connect(&stack).await,
+            fac: crate::facilitator_common::Client::connect(&stack).await,
+            _dir: dir,
+            _stack: stack,
+        }
+    }
+
+    /// A client of the console with its own cookies.
+    fn http(&self) -> Http {
+        Http::new(&self.listen)
+    }
+
+    /// Debate `id` of `wf` made a provisional decision: nobody answers
+    /// level 1, the expert at level 3 cannot decide.
+    async fn provisional(&self, wf: &str, id: &str) {
+        self.level3(wf, id).await;
+        self.fac
+            .call(
+                "decide",
+                json!({"debate_id": id, "expert": "expert", "unavailable": true}),
+            )
+            .await
+            .unwrap();
+        self.fac
+            .wait_debate(id, "provisional", Duration::from_secs(10), |d| {
+                d["state"] == "provisional"
+            })
+            .await;
+    }
+
+    /// Debate `id` of `wf` at level 3 (nobody answers level 1).
+    async fn level3(&self, wf: &str, id: &str) {
+        let mut ch = crate::facilitator_common::challenge(id, "valuation", "strategy", "financial");
+        ch["content"]["workflow_id"] = json!(wf);
+        ch["content"]["item"] = json!("AAPL");
+        self.fac.publish_debate(id, "challenge", ch).await;
+        self.fac
+            .wait_debate(id, "level 3", Duration::from_secs(20), |d| {
+                d["state"] == "awaiting_human"
+            })
+            .await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gates_provisional_decisions_and_debates_from_the_console() {
-    let stack = Stack::start();
-    let _c = coordinator(&stack, &[]);
-    let _f = crate::facilitator_common::facilitator(&stack, &[]);
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("agent.py");
-    std::fs::write(&script, AGENT).unwrap();
-    let _w = worker(
-        &stack,
-        "analyst",
-        2,
-        &format!("exec:python3 {}", script.display()),
-        &[],
-    );
-    let (_console, mut http) = console(&stack).await;
-    let api = Api::connect(&stack).await;
-    let fac = crate::facilitator_common::Client::connect(&stack).await;
-    let wf = submit(&api, "AAPL", gated_pipeline()).await;
+    let scene = Scene::start().await;
+    let (api, fac, mut http) = (&scene.api, &scene.fac, scene.http());
+    let wf = submit(api, "AAPL", gated_pipeline()).await;
 
     // A debate of this workflow reaches level 3: nobody answers level 1.
-    let mut ch =
-        crate::facilitator_common::challenge("CH-CONSOLE", "valuation", "strategy", "financial");
-    ch["content"]["workflow_id"] = json!(wf);
-    ch["content"]["item"] = json!("AAPL");
-    fac.publish_debate("CH-CONSOLE", "challenge", ch).await;
-    fac.wait_debate("CH-CONSOLE", "level 3", Duration::from_secs(20), |d| {
-        d["state"] == "awaiting_human"
-    })
-    .await;
+    scene.level3(&wf, "CH-CONSOLE").await;
 
     // /debates: the expert's queue as "n/cap" and the debate at level 3.
     let page = http.get("/debates").await;
@@ -341,7 +393,7 @@ async fn gates_provisional_decisions_and_debates_from_the_console() {
     let page = http.get("/gates/WF-NOT-THERE").await;
     assert_eq!(page.status, 404, "{}", page.body);
     assert!(page.body.contains("WF-NOT-THERE"), "{}", page.body);
-    assert_eq!(wait_state(&api, &wf, "running").await["state"], "running");
+    assert_eq!(wait_state(api, &wf, "running").await["state"], "running");
 
     // Approved with a rationale: the workflow completes, the decision kept.
     let rationale = "Margins match the 10-K; provisional margin confirmed";
@@ -357,7 +409,7 @@ async fn gates_provisional_decisions_and_debates_from_the_console() {
         .await;
     assert_eq!(r.status, 303, "{}", r.body);
     assert_eq!(r.location(), format!("/gates?done=approved&workflow={wf}"));
-    let w = wait_state(&api, &wf, "completed").await;
+    let w = wait_state(api, &wf, "completed").await;
     let decision = &w["tasks"]["review"]["gate"]["decision"];
     assert_eq!(decision["action"], "approve", "{w}");
     assert_eq!(decision["rationale"], rationale, "{w}");
@@ -368,6 +420,93 @@ async fn gates_provisional_decisions_and_debates_from_the_console() {
     assert!(
         !page.body.contains(&format!("data-workflow-id=\"{wf}\"")),
         "an approved gate is not open: {}",
+        page.body
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provisional_decision_overridden_and_one_re_debated_from_the_gate() {
+    let scene = Scene::start().await;
+    let mut http = scene.http();
+    let wf = submit(&scene.api, "AAPL", gated_pipeline()).await;
+    scene.provisional(&wf, "CH-OVER").await;
+    scene.provisional(&wf, "CH-AGAIN").await;
+    wait_listed(&mut http, &wf).await;
+    let gate = format!("/gates/{wf}");
+    let page = http.get(&gate).await;
+    assert!(
+        page.body.contains("2 provisional decisions require review"),
+        "{}",
+        page.body
+    );
+    let csrf = http.csrf(&gate).await;
+
+    // The impact step's form commits the override as the person chose it.
+    let rationale = "Q3 guidance supports 30%";
+    let step = http
+        .post(
+            "/provisional/CH-OVER/override",
+            &[
+                ("csrf", &csrf),
+                ("workflow_id", &wf),
+                ("side", "challenger"),
+                ("rationale", rationale),
+            ],
+        )
+        .await;
+    assert_eq!(step.status, 200, "{}", step.body);
+    assert!(
+        step.body.contains("id=\"override-commit\""),
+        "{}",
+        step.body
+    );
+    let r = http
+        .post(
+            "/provisional/CH-OVER/override",
+            &[
+                ("csrf", &csrf),
+                ("workflow_id", &wf),
+                ("side", "challenger"),
+                ("rationale", rationale),
+                ("confirm", "1"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_eq!(r.location(), format!("{gate}?done=overridden"));
+    let d = scene.fac.debate("CH-OVER").await;
+    assert_eq!(d["state"], "resolved", "{d}");
+    assert_eq!(d["resolution"]["final_position"]["value"], 0.3, "{d}");
+    assert_eq!(d["resolution"]["decided_by"], "console", "{d}");
+    assert_eq!(d["resolution"]["rationale"], rationale, "{d}");
+
+    // A re-debate needs its context, then opens the next debate.
+    let r = http
+        .post(
+            "/provisional/CH-AGAIN/redebate",
+            &[("csrf", &csrf), ("workflow_id", &wf)],
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = http
+        .post(
+            "/provisional/CH-AGAIN/redebate",
+            &[
+                ("csrf", &csrf),
+                ("workflow_id", &wf),
+                ("context", "Q3 results are out"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_eq!(r.location(), format!("{gate}?done=redebated"));
+    let next = scene.fac.debate("CH-AGAIN-r1").await;
+    assert_eq!(next["redebate_of"], "CH-AGAIN", "{next}");
+    let page = http.get(&format!("{gate}?done=redebated")).await;
+    assert!(page.body.contains("Re-debate opened"), "{}", page.body);
+    assert!(
+        page.body.contains("0 provisional decisions require review"),
+        "{}",
         page.body
     );
 }
@@ -390,7 +529,7 @@ async fn alerts_correlations_and_batches_from_the_console() {
     let _v = worker(&stack, "valuation", 2, &handler, &[]);
     let _r = worker(&stack, "report", 2, "noop", &[]);
     let (_console, mut http) = console(&stack).await;
-    let api = Api::connect(&stack).await;
+    let api = &Api::connect(&stack).await;
     let p = crate::common::pipeline(
         "mini-stock",
         json!([
@@ -403,7 +542,7 @@ async fn alerts_correlations_and_batches_from_the_console() {
     let ids = api.submit(&named, p, 20).await;
     // A workflow held at a gate, for a batch the person pauses.
     let held = submit(
-        &api,
+        api,
         "HOLD",
         json!({"name": "held", "capacities": {"screening": 1}, "stages": [
             {"name": "screening", "agent": "screening"},
@@ -427,7 +566,7 @@ async fn alerts_correlations_and_batches_from_the_console() {
     .await;
     let batch = rec["batch_id"].as_str().unwrap().to_string();
     eventually("the batch paused", Duration::from_secs(30), || async {
-        let s = call(&api, "batch_status", json!({"batch_id": batch}))
+        let s = call(api, "batch_status", json!({"batch_id": batch}))
             .await
             .ok()?;
         (s["paused"] == 3).then_some(())
@@ -479,7 +618,7 @@ async fn alerts_correlations_and_batches_from_the_console() {
     assert!(r.body.contains("no-such-batch"), "{}", r.body);
     let r = http.post(&format!("/batches/{batch}/resume"), &[]).await;
     assert_eq!(r.status, 403, "{}", r.body);
-    assert_eq!(wait_state(&api, &ids[0], "paused").await["state"], "paused");
+    assert_eq!(wait_state(api, &ids[0], "paused").await["state"], "paused");
 
     // The vendor recovers; "Resume all" finishes the three.
     std::fs::remove_file(dir.path().join("broken")).unwrap();
@@ -491,7 +630,7 @@ async fn alerts_correlations_and_batches_from_the_console() {
     api.wait_completed(&ids, Duration::from_secs(60)).await;
 
     // A batch the person pauses and resumes from the page.
-    wait_state(&api, &held, "running").await;
+    wait_state(api, &held, "running").await;
     let r = http
         .post(
             "/batches/console-hold/pause",
@@ -504,8 +643,8 @@ async fn alerts_correlations_and_batches_from_the_console() {
         .await;
     assert_eq!(r.status, 303, "{}", r.body);
     assert_eq!(r.location(), "/alerts?done=paused&batch=console-hold");
-    wait_state(&api, &held, "paused").await;
-    let st = call(&api, "batch_status", json!({"batch_id": "console-hold"}))
+    wait_state(api, &held, "paused").await;
+    let st = call(api, "batch_status", json!({"batch_id": "console-hold"}))
         .await
         .unwrap();
     assert_eq!(st["reason"], "vendor check", "{st}");
@@ -515,5 +654,5 @@ async fn alerts_correlations_and_batches_from_the_console() {
         .post("/batches/console-hold/resume", &[("csrf", &csrf)])
         .await;
     assert_eq!(r.status, 303, "{}", r.body);
-    wait_state(&api, &held, "running").await;
+    wait_state(api, &held, "running").await;
 }

@@ -48,10 +48,20 @@ impl Http {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        Http::new(addr)
+    }
+
+    /// A client of a console known to listen at `addr`, without cookies.
+    pub fn new(addr: &str) -> Http {
         Http {
             addr: addr.to_string(),
             cookies: BTreeMap::new(),
         }
+    }
+
+    /// Where the console listens.
+    pub fn addr(&self) -> &str {
+        &self.addr
     }
 
     /// `GET path`.
