@@ -91,10 +91,10 @@ impl FromRequestParts<AppState> for Viewer {
                 csrf: auth.csrf_token(&browser.0),
             }),
             ConsoleAuth::Header => {
-                let header = auth.header();
+                let header = auth.header_label();
                 let name = parts
                     .headers
-                    .get(header)
+                    .get(auth.header())
                     .and_then(|v| v.to_str().ok())
                     .map(str::trim)
                     .filter(|v| !v.is_empty())

@@ -13,6 +13,7 @@ mod bounded_replies;
 mod capacity_faults;
 mod cli;
 mod console_actions;
+mod console_auth;
 mod console_browser;
 mod console_pages;
 mod correlation_trace;

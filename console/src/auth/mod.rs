@@ -51,6 +51,8 @@ pub struct Auth {
     mode: ConsoleAuth,
     users_file: Option<PathBuf>,
     header: HeaderName,
+    /// The header as configured (`HeaderName` is lower case), for messages.
+    header_label: String,
     ttl: Duration,
     cookie_key: Key,
     csrf_key: CsrfKey,
@@ -100,6 +102,7 @@ impl Auth {
             mode: c.auth,
             users_file: c.users_file.clone(),
             header,
+            header_label: c.trusted_header.clone(),
             ttl: c.session_ttl,
             cookie_key,
             csrf_key: CsrfKey::derive(&secret),
@@ -114,6 +117,11 @@ impl Auth {
     /// The header naming the person in `header` mode.
     pub fn header(&self) -> &HeaderName {
         &self.header
+    }
+
+    /// The header's name as configured (for messages).
+    pub fn header_label(&self) -> &str {
+        &self.header_label
     }
 
     /// The CSRF token for `binding` (a session id or a browser id).
