@@ -20,6 +20,7 @@ use crate::state::AppState;
 use crate::viewer::Viewer;
 
 use super::gates::form::{api_error, check_rationale, flash, PostForm};
+use super::gates::live;
 
 mod detail;
 
@@ -111,6 +112,7 @@ async fn list(
                 p { a rel="next" href={"/debates?cursor=" (c) "&state=" (filter.as_deref().unwrap_or(""))} { "Next page" } }
             }
         }
+        (live::reload_on(&["debate"]))
     };
     Ok(page("Debates", &viewer, body))
 }

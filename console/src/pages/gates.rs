@@ -20,6 +20,7 @@ use crate::state::AppState;
 use crate::viewer::Viewer;
 
 pub(crate) mod form;
+pub(crate) mod live;
 mod package;
 
 pub(crate) use package::position;
@@ -78,6 +79,8 @@ async fn list(
         @if let Some(c) = &reply.next_cursor {
             p { a rel="next" href={"/gates?cursor=" (c)} { "Next page" } }
         }
+        // A gate opening or closing anywhere changes the list.
+        (live::reload_on(&["gate"]))
     };
     Ok(page("Gates", &viewer, body))
 }
