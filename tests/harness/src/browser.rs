@@ -135,13 +135,25 @@ fn poll_ready(proc: &mut Proc, port: u16, timeout: Duration) -> bool {
     r.unwrap_or(false)
 }
 
-/// The body of `GET /status`, or `None` while nothing answers.
+/// The answer to `GET /status`, or `None` while nothing answers.
+/// chromedriver keeps the connection open despite `Connection: close`, so
+/// this reads until the JSON body is complete (or a short read time-out).
 fn status(port: u16) -> Option<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
     s.write_all(b"GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+        if out.ends_with(b"}}") {
+            break;
+        }
+    }
+    let out = String::from_utf8_lossy(&out).into_owned();
     out.starts_with("HTTP/1.1 200").then_some(out)
 }

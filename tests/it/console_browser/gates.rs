@@ -140,12 +140,19 @@ async fn a_person_approves_aapls_review_gate_and_it_is_recorded_under_their_name
     b.screenshot("gate").await;
 
     let rationale = "Figures tie out; approved from the console";
+    // Decided: back to the list of open gates, which says so.
     let at = approve(&b, rationale).await;
+    assert!(at.starts_with("/gates?"), "back to the open gates: {at}");
+    b.wait_text("p.flash", "the flash saying it was approved", |t| {
+        t.starts_with("Approved")
+    })
+    .await;
     assert!(
-        at.starts_with(&format!("/gates/{wf}")),
-        "back to the gate: {at}"
+        b.all(&format!("table#gates tr[data-workflow-id='{wf}']"))
+            .await
+            .is_empty(),
+        "the approved gate is no longer listed"
     );
-    b.wait_css("p.flash").await;
     b.screenshot("gate-approved").await;
 
     // The workflow completes, the decision under ana's name with her words.
@@ -264,16 +271,15 @@ async fn a_provisional_decision_is_confirmed_at_the_gate() {
     .await;
     b.screenshot("gate-provisional-confirmed").await;
 
-    // Confirmed by ana: the debate is settled on the conservative default.
+    // Confirmed by ana at level 5: the debate is settled, bindingly, on
+    // the conservative default.
     let d = fac.debate(id).await;
-    assert_ne!(d["state"], "provisional", "{d}");
     let res = &d["resolution"];
+    assert_eq!(res["label"], "gate-confirmed", "{d}");
+    assert_eq!(res["level"], 5, "{d}");
     assert_eq!(res["provisional"], false, "{d}");
+    assert_eq!(res["decided_by"], PERSON, "{d}");
     assert_eq!(res["final_position"]["value"], 0.25, "{d}");
-    assert!(
-        d.to_string().contains(&format!("\"{PERSON}\"")),
-        "the confirmation names {PERSON}: {d}"
-    );
     let pkg = call(&api, "gate", json!({"workflow_id": wf}))
         .await
         .expect("gate");

@@ -21,6 +21,8 @@ const LIVE_WITHIN: Duration = Duration::from_secs(3);
 async fn the_overview_shows_a_workflow_completing_without_a_reload() {
     let stack = Stack::start();
     let _c = coordinator(&stack, &[]);
+    // A gate decision asks it about provisional decisions first.
+    let _f = crate::facilitator_common::facilitator(&stack, &[]);
     let _w = worker(&stack, "analyst", 2, "noop", &[]);
     let console = Console::start(&stack, &[]);
     let api = Api::connect(&stack).await;
@@ -57,6 +59,7 @@ async fn the_overview_shows_a_workflow_completing_without_a_reload() {
     let cell = format!("table#workflows tr[data-workflow-id='{wf}'] td.state");
     b.wait_text(&cell, "NVDA running at its gate", |t| t.contains("running"))
         .await;
+    assert_local_times(&b, &wf, "on load").await;
     b.wait_css("section#agents").await;
     b.wait_css("#bottleneck").await;
     b.screenshot("overview").await;
@@ -85,6 +88,28 @@ async fn the_overview_shows_a_workflow_completing_without_a_reload() {
         took < LIVE_WITHIN,
         "the page showed the completion {took:?} after the API did (goal: 1 s from the event)"
     );
+    assert_local_times(&b, &wf, "after the live update").await;
     b.screenshot("overview-live").await;
     b.close().await;
+}
+
+/// The row's times are in the browser's time zone: the page script
+/// rewrote each `<time datetime>` (the server's text ends in "UTC"),
+/// also in rows the live update brought.
+async fn assert_local_times(b: &Browser, wf: &str, when: &str) {
+    let times = b
+        .js(&format!(
+            "return Array.from(document.querySelectorAll(\
+             \"table#workflows tr[data-workflow-id='{wf}'] time[datetime]\")).map(t => t.textContent);"
+        ))
+        .await;
+    let times = times.as_array().cloned().unwrap_or_default();
+    assert!(!times.is_empty(), "the row shows when it was submitted");
+    for t in &times {
+        let t = t.as_str().unwrap_or_default();
+        assert!(
+            !t.ends_with("UTC"),
+            "{when}: `{t}` is the server's UTC text, not the browser's local time"
+        );
+    }
 }
