@@ -218,20 +218,19 @@ pub fn permissions(role: &Role, s: &Subjects) -> NatsPermissions {
             subscribe_allow: vec![INBOX.into()],
         },
         Role::Console => {
-            // Reads bare; a mutating operation only as a person (`.as.*`:
-            // the console names whoever is logged in, so nothing it does
-            // is recorded as the shared `operator`). No broadcasts, no
-            // stream administration.
+            // The operator's operations on bare subjects (a console without
+            // logins, on loopback, acts as the shared `operator`), and
+            // every mutating operation as a person (`.as.*`: the console
+            // names whoever is logged in). No broadcasts, no stream
+            // administration.
             let mut allow = js_info();
-            allow.push(format!("{p}.api.*.health"));
-            for op in catalog().iter().filter(|o| o.name != "health") {
-                let subject = s.api(op.service, op.name);
-                allow.push(if op.mutates {
-                    format!("{subject}.as.*")
-                } else {
-                    subject
-                });
-            }
+            allow.push(format!("{p}.api.*.*"));
+            allow.extend(
+                catalog()
+                    .iter()
+                    .filter(|o| o.mutates)
+                    .map(|o| format!("{}.as.*", s.api(o.service, o.name))),
+            );
             NatsPermissions {
                 publish_allow: allow,
                 publish_deny: admin_subjects(),
@@ -322,12 +321,15 @@ mod tests {
     }
 
     #[test]
-    fn the_console_acts_only_as_a_person_and_never_administers() {
+    fn the_console_acts_as_persons_but_never_administers() {
         let perms = permissions(&Role::Console, &s());
         let allow = &perms.publish_allow;
         assert!(allow.contains(&"caucus.api.coordinator.gate_decide.as.*".to_string()));
-        assert!(!allow.contains(&"caucus.api.coordinator.gate_decide".to_string()));
-        assert!(allow.contains(&"caucus.api.coordinator.status".to_string()));
+        assert!(allow.contains(&"caucus.api.*.*".to_string()));
+        assert!(!allow.contains(&"caucus.api.coordinator.status.as.*".to_string()));
+        for d in admin_subjects() {
+            assert!(perms.publish_deny.contains(&d), "{d}");
+        }
         assert!(!allow.iter().any(|a| a == ">" || a.ends_with("msg.all")));
         assert!(perms
             .subscribe_allow
