@@ -15,6 +15,12 @@ use serde_json::{json, Value};
 /// How long any one wait in the browser may take.
 pub const WAIT: Duration = Duration::from_secs(20);
 
+/// The window every page is shown in (chromium's `--window-size`).
+const SHOT_WIDTH: u32 = 1280;
+const SHOT_HEIGHT: u32 = 900;
+/// Longest screenshot: long lists are cut there.
+const SHOT_MAX_HEIGHT: u32 = 3000;
+
 /// One browser session on one console.
 pub struct Browser {
     client: Client,
@@ -183,15 +189,32 @@ impl Browser {
         }
     }
 
-    /// Saves a screenshot of the window as `<name>.png` in
+    /// Saves a screenshot of the page as `<name>.png` in
     /// `target/console-screenshots/` (the tests' artifacts) and, with
     /// `CAUCUS_BLESS=1`, in `docs/console/` for docs/CONSOLE.md.
+    /// The whole page, up to [`SHOT_MAX_HEIGHT`]: the window grows to the
+    /// document's height for the shot (WebDriver only captures the
+    /// viewport) and shrinks back after.
     pub async fn screenshot(&self, name: &str) {
-        let png = self
-            .client
-            .screenshot()
+        // The window's height includes the browser's own bars.
+        let height = self
+            .js("return document.documentElement.scrollHeight + window.outerHeight - window.innerHeight;")
             .await
-            .unwrap_or_else(|e| panic!("screenshot {name}: {e}"));
+            .as_u64()
+            .unwrap_or(u64::from(SHOT_HEIGHT));
+        let tall = u32::try_from(height)
+            .unwrap_or(SHOT_MAX_HEIGHT)
+            .clamp(SHOT_HEIGHT, SHOT_MAX_HEIGHT);
+        self.client
+            .set_window_size(SHOT_WIDTH, tall)
+            .await
+            .unwrap_or_else(|e| panic!("resize for {name}: {e}"));
+        let png = self.client.screenshot().await;
+        self.client
+            .set_window_size(SHOT_WIDTH, SHOT_HEIGHT)
+            .await
+            .unwrap_or_else(|e| panic!("resize after {name}: {e}"));
+        let png = png.unwrap_or_else(|e| panic!("screenshot {name}: {e}"));
         assert!(png.starts_with(b"\x89PNG"), "{name}: not a PNG");
         let mut dirs = vec![artifacts_dir()];
         if std::env::var("CAUCUS_BLESS").is_ok_and(|v| v == "1") {
