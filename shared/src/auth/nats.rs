@@ -235,10 +235,16 @@ pub fn permissions(role: &Role, s: &Subjects) -> NatsPermissions {
                 publish_allow: allow,
                 publish_deny: admin_subjects(),
                 // Its own `health`; the core subjects its live updates
-                // (Server-Sent Events) follow: task and workflow events,
+                // (Server-Sent Events) follow: the coordinator's workflow
+                // records as they are written (read-only: a core
+                // subscription to the bucket's subjects), task events,
                 // debates, alerts, correlations, batch commands.
                 subscribe_allow: [
-                    vec![INBOX.to_string(), format!("{p}.api.console.>")],
+                    vec![
+                        INBOX.to_string(),
+                        format!("{p}.api.console.>"),
+                        format!("$KV.{}.>", s.bucket("workflows")),
+                    ],
                     own(&[
                         "events.>",
                         "debates.>",
@@ -334,6 +340,10 @@ mod tests {
         assert!(perms
             .subscribe_allow
             .contains(&"caucus.api.console.>".to_string()));
+        assert!(perms
+            .subscribe_allow
+            .contains(&"$KV.caucus_workflows.>".to_string()));
+        assert!(!perms.publish_allow.iter().any(|a| a.starts_with("$KV")));
         assert!(!perms
             .subscribe_allow
             .iter()
