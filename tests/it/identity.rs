@@ -255,6 +255,7 @@ async fn debate_decisions_and_reviews_record_the_caller() {
         rationale: None,
         context: None,
         analyses: None,
+        dry_run: false,
     };
     let r = bare
         .clone()

@@ -91,6 +91,7 @@ async fn review(client: &Client, wf: &str, out: &mut Reviewed) {
             rationale: None,
             context: None,
             analyses: None,
+            dry_run: false,
         };
         if client.op::<GateReview>(&review).await.is_ok() {
             out.confirmed.push(format!("{} {}", pkg.item, d.debate_id));

@@ -209,6 +209,7 @@ pub async fn run(client: &Client, cmd: GateCommand, as_json: bool) -> anyhow::Re
                 rationale: Some(rationale).filter(|r| !r.is_empty()),
                 context,
                 analyses: None,
+                dry_run: false,
             };
             ask::<GateReview>(client, &req, as_json)
                 .await?

@@ -353,6 +353,9 @@ impl Facilitator {
             }
             _ => None,
         };
+        if req.dry_run {
+            return dry_run(current, now, &req.action, impact);
+        }
         let d = self
             .transition(&req.debate_id, |d| {
                 d.gate_review(now, &req.action, impact.as_ref())
@@ -544,4 +547,24 @@ impl Facilitator {
             .map(|(e, m)| (e, format!("{}/{max}", m.len())))
             .collect())
     }
+}
+
+/// A dry run of a gate review: the override is checked by the same state
+/// machine on a copy of the debate (so a dry run fails exactly where the
+/// commit would), and the stored debate is returned unchanged with the
+/// impact the commit would record. Nothing is written or published.
+fn dry_run(
+    current: Debate,
+    now: chrono::DateTime<chrono::Utc>,
+    action: &GateAction,
+    impact: Option<OverrideImpact>,
+) -> Result<(Debate, Option<OverrideImpact>), ServiceError> {
+    if !matches!(action, GateAction::Override { .. }) {
+        return Err(ServiceError::BadRequest(
+            "dry_run is only for an override (it reports the downstream impact before committing)"
+                .into(),
+        ));
+    }
+    current.clone().gate_review(now, action, impact.as_ref())?;
+    Ok((current, impact))
 }

@@ -12,9 +12,7 @@ use maud::{html, Markup};
 use serde::Deserialize;
 
 use caucus_shared::api::coordinator::gates::{DecisionPackage, GateReview, GateReviewRequest};
-use caucus_shared::api::facilitator::{
-    self, DebateRequest, GetDebate, Provisional, ProvisionalDecision, ProvisionalRequest, Side,
-};
+use caucus_shared::api::facilitator::{self, DebateRequest, GetDebate, ProvisionalDecision, Side};
 
 use crate::error::PageError;
 use crate::layout::{csrf_field, page, time};
@@ -23,6 +21,8 @@ use crate::viewer::Viewer;
 
 use super::form::{api_error, check_rationale, PostForm};
 use super::package::{position, value};
+
+mod impact;
 
 /// The review routes.
 pub(super) fn routes() -> Router<AppState> {
@@ -131,10 +131,7 @@ async fn confirm(
     PostForm(form): PostForm<ReviewForm>,
 ) -> Result<Response, PageError> {
     viewer.check_csrf(&form.csrf)?;
-    review(
-        &state, &viewer, &debate_id, &form, "confirm", None, None, None,
-    )
-    .await?;
+    review(&state, &viewer, &debate_id, &form, Review::Confirm).await?;
     Ok(back(&form.workflow_id, "confirmed"))
 }
 
@@ -157,17 +154,15 @@ async fn redebate(
         &viewer,
         &debate_id,
         &form,
-        "redebate",
-        None,
-        None,
-        Some(context),
+        Review::Redebate { context },
     )
     .await?;
     Ok(back(&form.workflow_id, "redebated"))
 }
 
-/// First step (no `confirm=1`): the downstream impact of the override, and
-/// a button that commits it. Second step: the override.
+/// First step (no `confirm=1`): the facilitator's downstream impact report
+/// of the override (a dry run: nothing changes), and a button that commits
+/// it. Second step: the override.
 async fn override_(
     State(state): State<AppState>,
     viewer: Viewer,
@@ -190,22 +185,19 @@ async fn override_(
         let page = impact_page(&state, &viewer, &debate_id, &form, side, &rationale).await?;
         return Ok(page.into_response());
     }
-    review(
-        &state,
-        &viewer,
-        &debate_id,
-        &form,
-        "override",
-        Some(side),
-        Some(rationale),
-        None,
-    )
-    .await?;
+    let commit = Review::Override {
+        side,
+        rationale,
+        dry_run: false,
+    };
+    review(&state, &viewer, &debate_id, &form, commit).await?;
     Ok(back(&form.workflow_id, "overridden"))
 }
 
-/// The override's first step: the provisional value, the value that would
-/// apply, and the analyses downstream that used it and may run again.
+/// The override's first step: a dry run of the override, so the page
+/// shows the facilitator's own impact report (each downstream analysis,
+/// its result now and the estimate after the override, the re-runs) for
+/// exactly the review the second step commits; nothing changes until then.
 async fn impact_page(
     state: &AppState,
     viewer: &Viewer,
@@ -221,21 +213,23 @@ async fn impact_page(
         })
         .await
         .map_err(|e| api_error(e, &format!("debate {debate_id}")))?;
-    let pending = state
-        .api
-        .call::<Provisional>(&ProvisionalRequest {
-            workflow_id: Some(form.workflow_id.clone()).filter(|w| !w.is_empty()),
-            item: None,
-        })
-        .await?;
-    let Some(pending) = pending.decisions.iter().find(|d| d.debate_id == debate_id) else {
-        return Err(PageError::NotFound(format!(
-            "no provisional decision awaits review in debate {debate_id}"
-        )));
-    };
-    let provisional = pending.conservative_position.clone();
-    let downstream = &pending.downstream_dependencies;
+    let dry = review(
+        state,
+        viewer,
+        debate_id,
+        form,
+        Review::Override {
+            side,
+            rationale: rationale.to_string(),
+            dry_run: true,
+        },
+    )
+    .await?;
     let d = debate.debate;
+    let provisional = d
+        .resolution
+        .as_ref()
+        .and_then(|r| r.final_position.as_ref());
     let (agent, chosen) = match side {
         Side::Challenger => (&d.challenge.challenger, d.challenger_position.as_ref()),
         Side::Challenged => (&d.challenge.challenged, d.challenged_position.as_ref()),
@@ -243,23 +237,19 @@ async fn impact_page(
     let body = html! {
         section id="impact" {
             h2 { "Downstream impact of overriding the provisional decision" }
-            p { "Debate " a href={"/debates/" (debate_id)} { (debate_id) } ": " (d.challenge.disputed_finding) }
+            p { "Debate " a href={"/debates/" (debate_id)} { (debate_id) } ": " (d.challenge.disputed_finding)
+                " · nothing has changed yet: this is the facilitator's report of what the override will do." }
             table {
                 tr { th { "Provisional (conservative default)" }
-                     td { @if let Some(p) = &provisional { (position(p)) } @else { "none" } } }
+                     td { @if let Some(p) = provisional { (position(p)) } @else { "none" } } }
                 tr { th { "Would apply (" (agent) ", " (side.as_str()) ")" }
                      td { @if let Some(p) = chosen { (position(p)) } @else { "no position stated" } } }
-                @if let (Some(old), Some(new)) = (provisional.as_ref().and_then(|p| p.value.as_ref()), chosen.and_then(|p| p.value.as_ref())) {
+                @if let (Some(old), Some(new)) = (provisional.and_then(|p| p.value.as_ref()), chosen.and_then(|p| p.value.as_ref())) {
                     tr { th { "Changed assumption" } td { (value(old)) " → " (value(new)) } }
                 }
             }
             h3 { "Analyses using the provisional assumption" }
-            @if downstream.is_empty() {
-                p { "None named: the override changes no analysis already made." }
-            } @else {
-                ul class="downstream" { @for a in downstream { li { (a) } } }
-                p { "Each is estimated on commit; those whose result moves past its re-run threshold run again before the gate can be approved, the others only have their figures updated." }
-            }
+            (impact::report(dry.impact.as_ref()))
             p { "Rationale: " (rationale) }
             form id="override-commit" method="post" action={"/provisional/" (debate_id) "/override"} {
                 (csrf_field(viewer))
@@ -277,59 +267,95 @@ async fn impact_page(
     Ok(page("Override a provisional decision", viewer, body))
 }
 
+/// What a person does with a provisional decision.
+enum Review {
+    /// Keep the conservative default.
+    Confirm,
+    /// Apply `side`'s position; with `dry_run`, only report the impact.
+    Override {
+        side: Side,
+        rationale: String,
+        dry_run: bool,
+    },
+    /// Debate again with more context.
+    Redebate { context: String },
+}
+
 /// One review through the coordinator (which re-runs what an override
-/// requires), or straight to the facilitator for a debate of no workflow.
-#[allow(clippy::too_many_arguments)]
+/// requires), or straight to the facilitator for a debate of no workflow;
+/// the facilitator's answer (with the impact of an override).
 async fn review(
     state: &AppState,
     viewer: &Viewer,
     debate_id: &str,
     form: &ReviewForm,
-    action: &str,
-    side: Option<Side>,
-    rationale: Option<String>,
-    context: Option<String>,
-) -> Result<(), PageError> {
+    what: Review,
+) -> Result<facilitator::GateReviewReply, PageError> {
     let api = viewer.api(state);
     let reviewer = viewer.identity.clone().unwrap_or_else(|| "console".into());
     let not_found = |e| api_error(e, &format!("debate {debate_id}"));
     if form.workflow_id.is_empty() {
-        let action = match action {
-            "confirm" => facilitator::GateAction::Confirm { reviewer },
-            "override" => facilitator::GateAction::Override {
-                reviewer,
+        let (action, dry_run) = match what {
+            Review::Confirm => (facilitator::GateAction::Confirm { reviewer }, false),
+            Review::Override {
                 side,
-                position: None,
-                rationale: rationale.unwrap_or_default(),
-            },
-            _ => facilitator::GateAction::Redebate {
-                reviewer,
-                context: context.unwrap_or_default(),
-            },
+                rationale,
+                dry_run,
+            } => (
+                facilitator::GateAction::Override {
+                    reviewer,
+                    side: Some(side),
+                    position: None,
+                    rationale,
+                },
+                dry_run,
+            ),
+            Review::Redebate { context } => (
+                facilitator::GateAction::Redebate { reviewer, context },
+                false,
+            ),
         };
-        api.call::<facilitator::GateReview>(&facilitator::GateReviewRequest {
-            debate_id: debate_id.to_string(),
-            action,
-            analyses: Vec::new(),
-        })
-        .await
-        .map_err(not_found)?;
-        return Ok(());
+        return api
+            .call::<facilitator::GateReview>(&facilitator::GateReviewRequest {
+                debate_id: debate_id.to_string(),
+                action,
+                analyses: Vec::new(),
+                dry_run,
+            })
+            .await
+            .map_err(not_found);
     }
-    api.call::<GateReview>(&GateReviewRequest {
+    let mut req = GateReviewRequest {
         workflow_id: form.workflow_id.clone(),
         debate_id: debate_id.to_string(),
-        action: action.to_string(),
+        action: String::new(),
         reviewer: Some(reviewer),
-        side,
+        side: None,
         position: None,
-        rationale,
-        context,
+        rationale: None,
+        context: None,
         analyses: None,
-    })
-    .await
-    .map_err(not_found)?;
-    Ok(())
+        dry_run: false,
+    };
+    match what {
+        Review::Confirm => req.action = "confirm".into(),
+        Review::Override {
+            side,
+            rationale,
+            dry_run,
+        } => {
+            req.action = "override".into();
+            req.side = Some(side);
+            req.rationale = Some(rationale);
+            req.dry_run = dry_run;
+        }
+        Review::Redebate { context } => {
+            req.action = "redebate".into();
+            req.context = Some(context);
+        }
+    }
+    let reply = api.call::<GateReview>(&req).await.map_err(not_found)?;
+    Ok(reply.facilitator)
 }
 
 /// 303 back to the gate (or the debates page for a debate of no workflow).

@@ -1,6 +1,8 @@
 //! `gate_review`: a level-5 review of one of the workflow's debates,
 //! forwarded to the facilitator with the workflow's downstream analyses;
-//! an override whose impact requires it re-runs exactly those tasks.
+//! an override whose impact requires it re-runs exactly those tasks. A dry
+//! run of an override returns the facilitator's impact report and applies
+//! nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -35,6 +37,12 @@ impl GateApi {
         let debate_id = r.debate_id.clone();
         let action = r.action.clone();
         let reviewer = r.reviewer.clone().unwrap_or_else(|| "reviewer".into());
+        let dry_run = r.dry_run;
+        if dry_run && action != "override" {
+            return Err(ApiError::bad_request(format!(
+                "dry_run is only for an override (it reports the downstream impact before committing), not `{action}`"
+            )));
+        }
         let rec = self.record(&handle, &workflow_id).await?;
         let debate = self
             .facilitator::<GetDebate>(&DebateRequest {
@@ -60,6 +68,14 @@ impl GateApi {
                 &facilitator_request(&forward)?,
             )
             .await?;
+        if dry_run {
+            // The impact report only: the workflow keeps its assumptions
+            // and nothing runs again until the person commits.
+            return Ok(GateReviewReply {
+                facilitator: answer,
+                rerun: None,
+            });
+        }
         // The metric, as the facilitator states it by the one shared rule
         // (`caucus_shared::messages::debate_metric`).
         let metric = debate.metric;

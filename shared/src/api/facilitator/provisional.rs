@@ -124,6 +124,11 @@ pub struct GateReviewRequest {
     /// for review.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub analyses: Vec<Analysis>,
+    /// Override only: return the impact report the override would make,
+    /// changing nothing (the debate stays provisional, nothing is stored
+    /// or published); any other action with it is a `bad_request`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 /// The debate after a gate review.

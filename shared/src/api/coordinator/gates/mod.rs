@@ -239,6 +239,12 @@ pub struct GateReviewRequest {
     /// the workflow's, from its stages' `params.impact`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analyses: Option<Vec<Analysis>>,
+    /// Override only: compute the facilitator's impact report and return
+    /// it in `facilitator.impact` without changing the debate or the
+    /// workflow (nothing stored, no re-run); the person sees the
+    /// downstream impact before committing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 /// `coordinator.rerun`: run tasks of a workflow again.
