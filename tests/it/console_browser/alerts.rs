@@ -7,16 +7,14 @@
 //! what it had finished.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use caucus_harness::Stack;
 use serde_json::json;
 
 use super::browser::Browser;
 use super::stack::{login, Console, PASSWORD, PERSON};
-use crate::common::{
-    call, coordinator, eventually, pipeline, quota_handler, starts, wait_state, worker, Api,
-};
+use crate::common::{call, coordinator, eventually, pipeline, quota_handler, starts, worker, Api};
 
 /// The items the quota error hits (the correlator's default threshold).
 const NAMED: [&str; 3] = ["AAPL", "MSFT", "GOOGL"];
@@ -131,8 +129,27 @@ async fn a_batch_is_paused_and_resumed_from_the_alerts_page() {
         .await;
     let at = b.submit(&pause).await;
     assert!(at.starts_with("/alerts"), "back on /alerts: {at}");
-    for item in NAMED {
-        let w = wait_state(&api, &by_item[item], "paused").await;
+    let said = b.wait_css("p.flash").await.text().await.unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let paused = loop {
+        let w = api.status(&ids).await;
+        if w.iter().all(|w| w["state"] == "paused") {
+            break w;
+        }
+        if Instant::now() > deadline {
+            let st = call(&api, "batch_status", json!({"batch_id": batch})).await;
+            let states: Vec<String> = w
+                .iter()
+                .map(|w| format!("{} {}", w["item"].as_str().unwrap_or("?"), w["state"]))
+                .collect();
+            panic!(
+                "'Pause batch' on /alerts (the page said {said:?}) left the resumed \
+                 workflows unpaused ({states:?}); batch {batch}: {st:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for w in &paused {
         assert_eq!(w["tasks"]["report"]["state"], "completed", "{w}");
         assert_eq!(w["tasks"]["publish"]["state"], "ready", "held: {w}");
     }
