@@ -36,7 +36,7 @@ async fn a_batch_is_paused_and_resumed_from_the_alerts_page() {
     let _v = worker(&stack, "valuation", 3, &handler, &[]);
     // Long enough for the person to pause the resumed batch while its
     // reports are still being written.
-    let _r = worker(&stack, "report", 3, "sleep:4000", &[]);
+    let _r = worker(&stack, "report", 3, "sleep:6000", &[]);
     let console = Console::start(&stack, &[]);
     let api = Api::connect(&stack).await;
     let p = pipeline(
