@@ -10,8 +10,9 @@
 //! - `"header"`: the trusted header names the person; without it, 403;
 //! - `"none"`: the console refuses a non-loopback listen address (exit 2);
 //! - with `caucus auth init` credentials, the console runs as the
-//!   `console` NATS user, and a gate approved through it is recorded under
-//!   the person's name, with no permission violation on the server.
+//!   `console` NATS user, a gate approved through it is recorded under the
+//!   person's name, its live updates (`/events`) see the workflow change,
+//!   and the server logged no permission violation.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -505,6 +506,40 @@ async fn without_authentication_it_listens_on_loopback_only() {
     assert_eq!(r.status, 403, "{r:?}");
 }
 
+/// Opens `GET /events` as `user` (trusted header); returns once the
+/// stream says it is live, and a task that ends with the stream's text
+/// once it holds `needle` (or after 20 s).
+async fn events_until(addr: &str, user: &str, needle: String) -> tokio::task::JoinHandle<String> {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let req = format!(
+        "GET /events HTTP/1.1\r\nHost: {addr}\r\nX-Forwarded-User: {user}\r\nAccept: text/event-stream\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut text = String::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !text.contains(": live") {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let n = tokio::time::timeout(left, s.read(&mut buf))
+            .await
+            .unwrap_or_else(|_| panic!("/events never said it is live: {text}"))
+            .unwrap();
+        assert!(n > 0, "/events closed: {text}");
+        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    tokio::spawn(async move {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !text.contains(&needle) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, s.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => text.push_str(&String::from_utf8_lossy(&buf[..n])),
+                _ => break,
+            }
+        }
+        text
+    })
+}
+
 /// Publish or subscription violations the NATS server logged.
 fn violations(stack: &SecuredStack) -> Vec<String> {
     let mut out = Vec::new();
@@ -603,6 +638,8 @@ async fn under_roles_the_console_records_decisions_under_the_persons_name() {
     })
     .await;
 
+    // Live updates follow the workflow records under the console role.
+    let live = events_until(&listen, "carol", format!("\"workflow_id\":\"{wf}\"")).await;
     let mut carol = Browser::new(&listen);
     carol
         .headers
@@ -633,6 +670,12 @@ async fn under_roles_the_console_records_decisions_under_the_persons_name() {
     })
     .await;
     assert_eq!(gate["gate"]["decision"]["decided_by"], "carol", "{gate}");
+    // The record the decision changed reached the page's stream.
+    let seen = live.await.unwrap();
+    assert!(
+        seen.contains(&format!("\"workflow_id\":\"{wf}\"")),
+        "the decided workflow's change reached /events: {seen}"
+    );
     let refused = violations(&stack);
     assert!(
         refused.is_empty(),
