@@ -55,6 +55,43 @@ t = json.load(sys.stdin)
 print(json.dumps((t.get("params") or {}).get("output") or {}))
 "#;
 
+/// An analysis, a valuation using its operating margin (described by its
+/// `params.impact`, so an override's impact is estimated on its target
+/// price), a review gate, a report.
+fn valued_pipeline() -> Value {
+    let mut p = gated_pipeline();
+    p["name"] = json!("console-valued");
+    p["stages"][1]["depends_on"] = json!(["dcf_valuation"]);
+    p["stages"].as_array_mut().unwrap().insert(
+        1,
+        json!({"name": "dcf_valuation", "agent": "analyst", "depends_on": ["financial"],
+               "params": {"output": {"target_price": 85.0},
+                          "impact": {"kind": "valuation", "output_metric": "target_price",
+                                     "result": "/target_price", "rerun_minutes": 5,
+                                     "inputs": ["operating_margin"]}}}),
+    );
+    p
+}
+
+/// What an override's first step must leave as it was: the workflow's
+/// record (its last change, re-runs, settled assumptions, tasks' attempts).
+fn untouched(w: &Value) -> Value {
+    let attempts: serde_json::Map<String, Value> = w["tasks"]
+        .as_object()
+        .map(|t| {
+            t.iter()
+                .map(|(k, v)| (k.clone(), v["attempt"].clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({
+        "updated_at": w["updated_at"],
+        "reruns": w["reruns"],
+        "resolved_assumptions": w["resolved_assumptions"],
+        "attempts": attempts,
+    })
+}
+
 /// An analysis, a review gate, a report.
 fn gated_pipeline() -> Value {
     json!({
@@ -428,7 +465,7 @@ async fn gates_provisional_decisions_and_debates_from_the_console() {
 async fn a_provisional_decision_overridden_and_one_re_debated_from_the_gate() {
     let scene = Scene::start().await;
     let mut http = scene.http();
-    let wf = submit(&scene.api, "AAPL", gated_pipeline()).await;
+    let wf = submit(&scene.api, "AAPL", valued_pipeline()).await;
     scene.provisional(&wf, "CH-OVER").await;
     scene.provisional(&wf, "CH-AGAIN").await;
     wait_listed(&mut http, &wf).await;
@@ -440,6 +477,8 @@ async fn a_provisional_decision_overridden_and_one_re_debated_from_the_gate() {
         page.body
     );
     let csrf = http.csrf(&gate).await;
+    let before_debate = scene.fac.debate("CH-OVER").await;
+    let before_workflow = scene.api.status(std::slice::from_ref(&wf)).await.remove(0);
 
     // The impact step's form commits the override as the person chose it.
     let rationale = "Q3 guidance supports 30%";
@@ -460,6 +499,31 @@ async fn a_provisional_decision_overridden_and_one_re_debated_from_the_gate() {
         "{}",
         step.body
     );
+    // Step one is the facilitator's own report (a dry run): the valuation's
+    // target price now and estimated after 25% → 30%, the re-run it needs.
+    for want in [
+        "id=\"impact-report\"",
+        "operating_margin</strong> 0.25 → 0.3 (+20.0%)",
+        "<tr data-analysis-id=\"dcf_valuation\">",
+        "<td class=\"old\">85</td>",
+        "<td class=\"new\">102 (linear sensitivity, confidence 0.70)</td>",
+        "<td class=\"delta\">20.0%</td>",
+        "<td class=\"rerun\"><strong>required</strong></td>",
+        "1 analysis affected, 1 re-run required (one after another, about 5 min)",
+    ] {
+        assert!(
+            step.body.contains(want),
+            "the impact step lacks {want}: {}",
+            step.body
+        );
+    }
+    // … and it changed nothing: the debate is still provisional and the
+    // workflow's record is as it was.
+    let d = scene.fac.debate("CH-OVER").await;
+    assert_eq!(d["state"], "provisional", "{d}");
+    assert_eq!(d, before_debate);
+    let w = scene.api.status(std::slice::from_ref(&wf)).await.remove(0);
+    assert_eq!(untouched(&w), untouched(&before_workflow), "{w}");
     let r = http
         .post(
             "/provisional/CH-OVER/override",
@@ -479,6 +543,16 @@ async fn a_provisional_decision_overridden_and_one_re_debated_from_the_gate() {
     assert_eq!(d["resolution"]["final_position"]["value"], 0.3, "{d}");
     assert_eq!(d["resolution"]["decided_by"], "console", "{d}");
     assert_eq!(d["resolution"]["rationale"], rationale, "{d}");
+    // The commit recorded the report step one showed, and re-ran the
+    // valuation as it requires.
+    let dcf = &d["resolution"]["impact_report"]["report"]["impacts"][0];
+    assert_eq!(dcf["analysis_id"], "dcf_valuation", "{d}");
+    assert_eq!(dcf["old_value"], 85.0, "{d}");
+    assert_eq!(dcf["estimated_new_value"], 102.0, "{d}");
+    assert_eq!(dcf["requires_rerun"], true, "{d}");
+    let w = scene.api.status(std::slice::from_ref(&wf)).await.remove(0);
+    assert_eq!(w["resolved_assumptions"]["operating_margin"], 0.3, "{w}");
+    assert_eq!(w["reruns"][0]["groups"][0][0], "dcf_valuation", "{w}");
 
     // A re-debate needs its context, then opens the next debate.
     let r = http

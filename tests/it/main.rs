@@ -29,6 +29,7 @@ mod facilitator_sync;
 mod failure_correlation_e2e;
 mod fenced_leader;
 mod findings_sync_gate;
+mod gate_review_dry_run;
 mod gates;
 mod health;
 mod identity;
