@@ -1,8 +1,9 @@
 //! At the gate, in the browser: a person logs in, finds AAPL's review gate
 //! on /gates, reads its decision package and approves it with a rationale;
 //! the workflow completes with the decision recorded under their name. A
-//! provisional decision blocking a gate is confirmed from the gate page's
-//! provisional section, after which the gate can be approved.
+//! provisional decision blocking a gate, listed on /debates, is confirmed
+//! from the gate page's provisional section, after which the gate can be
+//! approved.
 
 use std::time::Duration;
 
@@ -175,9 +176,6 @@ async fn a_person_approves_aapls_review_gate_and_it_is_recorded_under_their_name
         "{body}"
     );
     b.screenshot("workflow").await;
-    b.goto("/debates").await;
-    b.wait_css("#experts").await;
-    b.screenshot("debates").await;
     b.goto("/plan").await;
     b.wait_css("form").await;
     b.screenshot("plan").await;
@@ -234,6 +232,25 @@ async fn a_provisional_decision_is_confirmed_at_the_gate() {
 
     let b = Browser::open(&console.url).await;
     login(&b, PERSON, PASSWORD).await;
+
+    // /debates lists it as a provisional decision, with the expert queue;
+    // its page has the history of its levels.
+    b.goto("/debates").await;
+    b.wait_css("section#experts").await;
+    b.wait_text(
+        &format!("table#debates tr[data-debate-id='{id}']"),
+        "the debate flagged as a provisional decision",
+        |t| t.contains("provisional decision"),
+    )
+    .await;
+    b.screenshot("debates").await;
+    b.goto(&format!("/debates/{id}")).await;
+    b.wait_text("section#history", "the debate's history", |t| {
+        !t.trim().is_empty()
+    })
+    .await;
+    b.screenshot("debate").await;
+
     open_from_list(&b, &wf).await;
     let section = b
         .wait_text(
