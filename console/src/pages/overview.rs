@@ -394,9 +394,50 @@ const LIVE_SCRIPT: &str = r#"
       fetch('/?' + q.toString()).then(function(r){ return r.ok ? r.text() : null; }).then(function(t){
         if (!t) return;
         var region = document.getElementById('workflows-region');
-        if (region) region.outerHTML = t;
+        if (!region) return;
+        region.outerHTML = t;
+        for (const e of document.querySelectorAll('#workflows-region time[datetime]')) {
+          const d = new Date(e.getAttribute('datetime'));
+          if (!isNaN(d)) e.textContent = d.toLocaleString();
+        }
       });
     }, 200);
   });
 })();
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_keep_the_filters_and_encode_them() {
+        let q = OverviewQuery {
+            state: Some("running".into()),
+            pipeline: Some(" ".into()),
+            item: Some("BRK.B & co".into()),
+            cursor: Some("1:old".into()),
+            fragment: None,
+        };
+        assert_eq!(
+            q.link(Some("17:wf-1")),
+            "/?state=running&item=BRK.B%20%26%20co&cursor=17%3Awf-1"
+        );
+        assert_eq!(q.link(None), "/?state=running&item=BRK.B%20%26%20co");
+    }
+
+    #[test]
+    fn cursors_are_ms_and_an_id() {
+        assert!(valid_cursor("1732579200000:0193-abc"));
+        assert!(!valid_cursor("nonsense"));
+        assert!(!valid_cursor("x:wf"));
+        assert!(!valid_cursor("12:"));
+    }
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(duration(5_200), "5.2s");
+        assert_eq!(duration(184_000), "3m 04s");
+        assert_eq!(duration(3_720_000), "1h 02m");
+    }
+}

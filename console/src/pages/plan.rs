@@ -232,3 +232,51 @@ async fn plan(
     };
     Ok(Html(layout::page("Plan", &viewer, body).into_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bar(row: &str, start: f64, end: f64, kind: &'static str) -> Bar {
+        Bar {
+            row: row.into(),
+            start,
+            end,
+            kind,
+            critical: false,
+        }
+    }
+
+    #[test]
+    fn gantt_draws_one_row_per_task_and_scales_to_the_last_end() {
+        let svg = gantt(
+            &[
+                bar("a", 0.0, 2.0, "planned"),
+                bar("b", 2.0, 4.0, "planned"),
+                bar("a", 0.0, 1.0, "actual"),
+            ],
+            "s",
+        )
+        .into_string();
+        assert_eq!(svg.matches("<rect").count(), 3, "{svg}");
+        // Two rows: the labels, and the height (2 rows + axis).
+        assert_eq!(svg.matches("font-size=\"11\">a<").count(), 1, "{svg}");
+        assert!(svg.contains("height=\"60\""), "{svg}");
+        // b starts half-way: 180 + 640 / 2.
+        assert!(svg.contains("data-row=\"b\" x=\"500.0\""), "{svg}");
+        assert!(svg.contains("4.0 s"), "{svg}");
+    }
+
+    #[test]
+    fn capacities_are_agent_equals_slots() {
+        let c = capacities("financial=2, news=1\nrisk = 3").unwrap();
+        assert_eq!(c.get("financial"), Some(&2));
+        assert_eq!(c.get("news"), Some(&1));
+        assert_eq!(c.get("risk"), Some(&3));
+        assert!(capacities("").unwrap().is_empty());
+        let e = capacities("financial").unwrap_err().to_string();
+        assert!(e.contains("`financial` is not `agent=slots`"), "{e}");
+        let e = capacities("financial=x").unwrap_err().to_string();
+        assert!(e.contains("whole number"), "{e}");
+    }
+}
