@@ -92,11 +92,14 @@ impl Browser {
             .await
         {
             Ok(e) => e,
-            Err(e) => panic!(
-                "`{css}` on {} within {WAIT:?}: {e}; the page:\n{}",
-                self.location().await,
-                self.body_text().await
-            ),
+            Err(e) => {
+                let at = self.location().await;
+                self.fail(format!(
+                    "`{css}` on {at} within {WAIT:?}: {e}; the page:\n{}",
+                    self.body_text().await
+                ))
+                .await
+            }
         }
     }
 
@@ -125,11 +128,13 @@ impl Browser {
                     last = Some(t);
                 }
             }
-            assert!(
-                Instant::now() < deadline,
-                "timed out after {WAIT:?} waiting for {what} (`{css}`: {last:?}) on {}",
-                self.location().await
-            );
+            if Instant::now() >= deadline {
+                let at = self.location().await;
+                self.fail(format!(
+                    "timed out after {WAIT:?} waiting for {what} (`{css}`: {last:?}) on {at}"
+                ))
+                .await;
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -170,10 +175,12 @@ impl Browser {
             if r == json!("complete") {
                 break;
             }
-            assert!(
-                Instant::now() < deadline,
-                "the form's POST led nowhere within {WAIT:?} (still {r})"
-            );
+            if Instant::now() >= deadline {
+                self.fail(format!(
+                    "the form's POST led nowhere within {WAIT:?} (still {r})"
+                ))
+                .await;
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let at = self.location().await;
@@ -246,10 +253,33 @@ impl Browser {
         let title = self.client.title().await.unwrap_or_default();
         let status = title.split(' ').next().unwrap_or("");
         if status.len() == 3 && status.bytes().all(|b| b.is_ascii_digit()) {
-            panic!(
+            self.fail(format!(
                 "{at} answered the error page `{title}`:\n{}",
                 self.body_text().await
-            );
+            ))
+            .await;
+        }
+    }
+
+    /// Fails the test with `message`, keeping what the browser showed as
+    /// `failed-<test name>.png` among the artifacts.
+    async fn fail(&self, message: String) -> ! {
+        // libtest names each test's thread after the test.
+        let test = std::thread::current()
+            .name()
+            .unwrap_or("test")
+            .replace("::", "-");
+        let png = self.client.screenshot().await.ok();
+        let kept = png.and_then(|png| {
+            let dir = artifacts_dir();
+            let path = dir.join(format!("failed-{test}.png"));
+            std::fs::create_dir_all(&dir).ok()?;
+            std::fs::write(&path, png).ok()?;
+            Some(path)
+        });
+        match kept {
+            Some(p) => panic!("{message}\n(the browser's window: {})", p.display()),
+            None => panic!("{message}"),
         }
     }
 }
