@@ -524,6 +524,18 @@ async fn a_provisional_decision_overridden_and_one_re_debated_from_the_gate() {
     assert_eq!(d, before_debate);
     let w = scene.api.status(std::slice::from_ref(&wf)).await.remove(0);
     assert_eq!(untouched(&w), untouched(&before_workflow), "{w}");
+    // Only an override has a dry run.
+    let e = call(
+        &scene.api,
+        "gate_review",
+        json!({"workflow_id": wf, "debate_id": "CH-AGAIN", "action": "confirm",
+               "reviewer": "console", "dry_run": true}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code, "bad_request", "{e:?}");
+    assert!(e.message.contains("dry_run"), "{e:?}");
+    assert_eq!(scene.fac.debate("CH-AGAIN").await["state"], "provisional");
     let r = http
         .post(
             "/provisional/CH-OVER/override",
