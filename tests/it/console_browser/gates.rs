@@ -176,8 +176,27 @@ async fn a_person_approves_aapls_review_gate_and_it_is_recorded_under_their_name
         "{body}"
     );
     b.screenshot("workflow").await;
+    // The planner: three items of the same pipeline on the pipeline's
+    // capacities.
     b.goto("/plan").await;
-    b.wait_css("form").await;
+    b.wait_css("form#plan-form textarea[name=items]")
+        .await
+        .send_keys("AAPL MSFT GOOGL")
+        .await
+        .expect("type the items");
+    b.wait_css("form#plan-form input[name=pipeline]")
+        .await
+        .send_keys("stock-analysis")
+        .await
+        .expect("type the pipeline");
+    let plan = b.wait_css("form#plan-form button[type=submit]").await;
+    b.submit(&plan).await;
+    b.wait_text("section#plan #makespan", "the makespan", |t| {
+        t.starts_with("Makespan:")
+    })
+    .await;
+    b.wait_css("section#plan svg.gantt").await;
+    b.wait_css("section#plan #critical-path").await;
     b.screenshot("plan").await;
     b.close().await;
 }
