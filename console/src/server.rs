@@ -13,9 +13,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::header::CONTENT_TYPE;
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use futures::StreamExt;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
@@ -116,9 +121,13 @@ pub async fn run(config: Config) -> Result<bool, ServeError> {
         api,
         config: Arc::new(config),
     };
+    let ending = shutdown.clone();
     let app = crate::app(state, auth)
         .merge(axum::Router::new().route("/healthz", get(move || healthz(health.clone()))))
-        .layer(axum::Extension(Shutdown(shutdown.clone())));
+        .layer(axum::Extension(Shutdown(shutdown.clone())))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            end_streams(ending.clone(), req, next)
+        }));
     let listener = tokio::net::TcpListener::bind(addrs.as_slice())
         .await
         .map_err(|e| ServeError::Failed(format!("listen on {}: {e}", c.listen)))?;
@@ -191,8 +200,28 @@ fn joined(r: Result<std::io::Result<()>, tokio::task::JoinError>) -> String {
 #[derive(Debug, Clone)]
 pub struct Shutdown(pub CancellationToken);
 
+/// Ends event streams (`text/event-stream` responses) when `shutdown` is
+/// cancelled: an open page would otherwise hold the drain for the whole
+/// grace. The browser's EventSource reconnects, to another console.
+async fn end_streams(shutdown: CancellationToken, req: Request, next: Next) -> Response {
+    let res = next.run(req).await;
+    let streaming = res
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if !streaming {
+        return res;
+    }
+    let (parts, body) = res.into_parts();
+    let body = body
+        .into_data_stream()
+        .take_until(shutdown.cancelled_owned());
+    Response::from_parts(parts, Body::from_stream(body))
+}
+
 /// `GET /healthz`: 200 `ok`, or 503 naming what is degraded.
-async fn healthz(health: Health) -> axum::response::Response {
+async fn healthz(health: Health) -> Response {
     let problems = health.problems();
     if problems.is_empty() {
         (StatusCode::OK, "ok\n").into_response()

@@ -422,14 +422,22 @@ async fn users_log_in_sessions_expire_and_posts_need_the_csrf_token() {
     assert_eq!((r.status, r.body.as_str()), (200, "ok\n"));
     let (code, out, err) = caucus(&stack, &["health", "console"]);
     assert_eq!(code, 0, "caucus health console: {out}{err}");
+    // An open page's event stream ends with the drain instead of holding
+    // it for the whole grace (5 s here).
+    let stream = events_until(&listen, "alice", "\r\n0\r\n\r\n".into()).await;
     let t = Instant::now();
     svc.sigterm();
     let status = svc.wait_exit(Duration::from_secs(10));
     assert_eq!(status.code(), Some(0), "{}", svc.output());
     assert!(
-        t.elapsed() < Duration::from_secs(5),
+        t.elapsed() < Duration::from_secs(4),
         "drained in {:?}",
         t.elapsed()
+    );
+    let text = stream.await.unwrap();
+    assert!(
+        text.ends_with("\r\n0\r\n\r\n"),
+        "the stream ended cleanly: {text:?}"
     );
 }
 
