@@ -124,7 +124,6 @@ pub async fn run(config: Config) -> Result<bool, ServeError> {
     let ending = shutdown.clone();
     let app = crate::app(state, auth)
         .merge(axum::Router::new().route("/healthz", get(move || healthz(health.clone()))))
-        .layer(axum::Extension(Shutdown(shutdown.clone())))
         .layer(axum::middleware::from_fn(move |req, next| {
             end_streams(ending.clone(), req, next)
         }));
@@ -194,11 +193,6 @@ fn joined(r: Result<std::io::Result<()>, tokio::task::JoinError>) -> String {
         Err(e) => e.to_string(),
     }
 }
-
-/// Cancelled on the first signal: long responses (the event stream) end
-/// so the drain does not wait for them. In every request's extensions.
-#[derive(Debug, Clone)]
-pub struct Shutdown(pub CancellationToken);
 
 /// Ends event streams (`text/event-stream` responses) when `shutdown` is
 /// cancelled: an open page would otherwise hold the drain for the whole

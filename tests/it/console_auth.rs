@@ -548,6 +548,37 @@ async fn events_until(addr: &str, user: &str, needle: String) -> tokio::task::Jo
     })
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_ends_a_draining_console_at_once() {
+    let stack = Stack::start();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut svc = console(&stack, &listen, &[("CAUCUS_SHUTDOWN_GRACE", "60s")]);
+    // A request whose body never completes keeps the drain waiting.
+    let mut slow = TcpStream::connect(&listen).await.unwrap();
+    slow.write_all(
+        format!(
+            "POST /login HTTP/1.1\r\nHost: {listen}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\nname="
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    slow.flush().await.unwrap();
+    // By the time a request on another connection, sent after it, is
+    // answered, the server has read this one's head and its handler
+    // waits for the rest of the body.
+    assert_eq!(Browser::new(&listen).get("/healthz").await.status, 200);
+    svc.sigterm();
+    svc.wait_for_output("shutting down", Duration::from_secs(10));
+    assert!(svc.running(), "still draining: {}", svc.output());
+    let t = Instant::now();
+    svc.sigterm();
+    let status = svc.wait_exit(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(130), "{}", svc.output());
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    drop(slow);
+}
+
 /// Publish or subscription violations the NATS server logged.
 fn violations(stack: &SecuredStack) -> Vec<String> {
     let mut out = Vec::new();
