@@ -20,6 +20,12 @@ pub mod viewer;
 use std::sync::Arc;
 
 pub use auth::{Auth, AuthError};
+
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::Response;
+
+use crate::viewer::Viewer;
 pub use state::AppState;
 
 /// The whole console's routes, with authentication as `[console]` says
@@ -31,10 +37,22 @@ pub fn router(state: AppState) -> Result<axum::Router, AuthError> {
 
 /// The whole console's routes with `auth`.
 pub fn app(state: AppState, auth: Arc<Auth>) -> axum::Router {
+    // The live events say which workflows changed: for people logged in
+    // only, like the pages.
+    let events = events::routes().route_layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        signed_in,
+    ));
     pages::routes()
-        .merge(events::routes())
+        .merge(events)
         .with_state(state)
         .layer(axum::middleware::from_fn(move |req, next| {
             auth::layer(auth.clone(), req, next)
         }))
+}
+
+/// Lets the request through only when [`Viewer`] accepts it (else its
+/// redirect to the login, 401 or 403).
+async fn signed_in(_viewer: Viewer, req: Request, next: Next) -> Response {
+    next.run(req).await
 }

@@ -416,6 +416,8 @@ async fn users_log_in_sessions_expire_and_posts_need_the_csrf_token() {
     assert_eq!((r.status, r.header("location")), (303, "/login"), "{r:?}");
     assert!(!b.cookies.contains_key("caucus_session"), "{r:?}");
     assert_eq!(b.get("/gates").await.header("location"), "/login");
+    let r = b.get("/events").await;
+    assert_eq!(r.header("location"), "/login", "live events need a login");
 
     // The process: health over HTTP and NATS, then a clean drain.
     let r = b.get("/healthz").await;
@@ -424,7 +426,21 @@ async fn users_log_in_sessions_expire_and_posts_need_the_csrf_token() {
     assert_eq!(code, 0, "caucus health console: {out}{err}");
     // An open page's event stream ends with the drain instead of holding
     // it for the whole grace (5 s here).
-    let stream = events_until(&listen, "alice", "\r\n0\r\n\r\n".into()).await;
+    let csrf = b.get("/login").await.csrf();
+    let ok = b
+        .post(
+            "/login",
+            &[
+                ("name", "alice"),
+                ("password", "correct horse"),
+                ("csrf", &csrf),
+            ],
+        )
+        .await;
+    assert_eq!(ok.status, 303);
+    let cookies: Vec<String> = b.cookies.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let who = format!("Cookie: {}", cookies.join("; "));
+    let stream = events_until(&listen, &who, "\r\n0\r\n\r\n".into()).await;
     let t = Instant::now();
     svc.sigterm();
     let status = svc.wait_exit(Duration::from_secs(10));
@@ -514,13 +530,14 @@ async fn without_authentication_it_listens_on_loopback_only() {
     assert_eq!(r.status, 403, "{r:?}");
 }
 
-/// Opens `GET /events` as `user` (trusted header); returns once the
-/// stream says it is live, and a task that ends with the stream's text
-/// once it holds `needle` (or after 20 s).
-async fn events_until(addr: &str, user: &str, needle: String) -> tokio::task::JoinHandle<String> {
+/// Opens `GET /events` with the header line `who` (the trusted header or
+/// the session cookie); returns once the stream says it is live, and a
+/// task that ends with the stream's text once it holds `needle` (or at
+/// its end, or after 20 s).
+async fn events_until(addr: &str, who: &str, needle: String) -> tokio::task::JoinHandle<String> {
     let mut s = TcpStream::connect(addr).await.expect("connect");
     let req = format!(
-        "GET /events HTTP/1.1\r\nHost: {addr}\r\nX-Forwarded-User: {user}\r\nAccept: text/event-stream\r\n\r\n"
+        "GET /events HTTP/1.1\r\nHost: {addr}\r\n{who}\r\nAccept: text/event-stream\r\n\r\n"
     );
     s.write_all(req.as_bytes()).await.unwrap();
     let mut text = String::new();
@@ -678,7 +695,12 @@ async fn under_roles_the_console_records_decisions_under_the_persons_name() {
     .await;
 
     // Live updates follow the workflow records under the console role.
-    let live = events_until(&listen, "carol", format!("\"workflow_id\":\"{wf}\"")).await;
+    let live = events_until(
+        &listen,
+        "X-Forwarded-User: carol",
+        format!("\"workflow_id\":\"{wf}\""),
+    )
+    .await;
     let mut carol = Browser::new(&listen);
     carol
         .headers
