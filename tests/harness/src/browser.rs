@@ -9,13 +9,13 @@ use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
 use crate::process::Proc;
-use crate::{find_binary, free_port, wait_until};
+use crate::{find_binary, free_port};
 
 /// How to install both when they are missing (scripts/install-servers does).
 pub const INSTALL: &str =
@@ -23,7 +23,8 @@ pub const INSTALL: &str =
 
 /// Flags every session starts chromium with: no display, no sandbox (CI
 /// containers run as root, where chromium refuses its sandbox), no GPU,
-/// and a fixed window so screenshots are comparable.
+/// no /dev/shm (small in containers), and a fixed window so screenshots
+/// are comparable.
 pub const CHROMIUM_ARGS: &[&str] = &[
     "--headless",
     "--no-sandbox",
@@ -122,17 +123,18 @@ pub fn chromium_binary() -> PathBuf {
 /// Polls chromedriver's `/status` until it reports `"ready": true`;
 /// `false` when the process exits first or `timeout` passes.
 fn poll_ready(proc: &mut Proc, port: u16, timeout: Duration) -> bool {
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        wait_until("chromedriver /status ready", timeout, || {
-            if proc.try_wait().is_some() {
-                return Some(false);
-            }
-            status(port)
-                .is_some_and(|body| body.replace(' ', "").contains("\"ready\":true"))
-                .then_some(true)
-        })
-    }));
-    r.unwrap_or(false)
+    let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        if status(port).is_some_and(|body| body.replace(' ', "").contains("\"ready\":true")) {
+            return true;
+        }
+        if proc.try_wait().is_some() || Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
 }
 
 /// The answer to `GET /status`, or `None` while nothing answers.
