@@ -167,6 +167,23 @@ impl BatchManager {
                 ),
             ));
         }
+        // A person pausing a batch again (the console's "Pause batch" on a
+        // correlation whose batch was resumed) means it: items resumed
+        // since, or whose pause failed, are paused once more. The
+        // correlator's repeated triggers only add items it has not named.
+        if trigger_source != "correlator" {
+            let again: BTreeSet<&str> = targets.iter().map(|(i, _)| i.as_str()).collect();
+            b.items.retain(|i| {
+                !(again.contains(i.item.as_str())
+                    && matches!(
+                        i.state,
+                        ItemState::Resuming
+                            | ItemState::Resumed
+                            | ItemState::ResumeFailed
+                            | ItemState::Failed
+                    ))
+            });
+        }
         let known: BTreeSet<String> = b.items.iter().map(|i| i.item.clone()).collect();
         let new: Vec<(String, Option<String>)> = targets
             .into_iter()
