@@ -231,7 +231,7 @@ def caucus_services(services: dict) -> dict[str, dict]:
     out = {}
     for name, s in services.items():
         cmd = " ".join(s.get("command") or [])
-        if re.search(r"exec caucus-(coordinator|worker|facilitator|correlator)\b", cmd):
+        if re.search(r"exec caucus-(coordinator|worker|facilitator|correlator|console)\b", cmd):
             out[name] = s
     return out
 

@@ -16,10 +16,8 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::header::CONTENT_TYPE;
-use axum::http::StatusCode;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::response::Response;
 use futures::StreamExt;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
@@ -122,8 +120,17 @@ pub async fn run(config: Config) -> Result<bool, ServeError> {
         config: Arc::new(config),
     };
     let ending = shutdown.clone();
+    if let Some(addr) = state.config.telemetry.metrics_addr.as_deref() {
+        // Its own listener, as every process: `/metrics` needs no login and
+        // must not sit on the console's public address.
+        let app = caucus_shared::telemetry::http::router(health.clone(), axum::Router::new());
+        let bound = caucus_shared::telemetry::http::serve(addr, app, shutdown.clone())
+            .await
+            .map_err(|e| ServeError::Failed(e.to_string()))?;
+        tracing::info!(service = SERVICE, addr = %bound, "serving /metrics");
+    }
     let app = crate::app(state, auth)
-        .merge(axum::Router::new().route("/healthz", get(move || healthz(health.clone()))))
+        .merge(caucus_shared::telemetry::http::health_route(health.clone()))
         .layer(axum::middleware::from_fn(move |req, next| {
             end_streams(ending.clone(), req, next)
         }));
@@ -212,21 +219,6 @@ async fn end_streams(shutdown: CancellationToken, req: Request, next: Next) -> R
         .into_data_stream()
         .take_until(shutdown.cancelled_owned());
     Response::from_parts(parts, Body::from_stream(body))
-}
-
-/// `GET /healthz`: 200 `ok`, or 503 naming what is degraded.
-async fn healthz(health: Health) -> Response {
-    let problems = health.problems();
-    if problems.is_empty() {
-        (StatusCode::OK, "ok\n").into_response()
-    } else {
-        let lines: Vec<String> = problems.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("degraded\n{}\n", lines.join("\n")),
-        )
-            .into_response()
-    }
 }
 
 /// Marks [`health::NATS`] degraded while the connection is down.

@@ -57,7 +57,10 @@ impl std::fmt::Debug for ConsoleConfig {
             .field("auth", &self.auth)
             .field("users_file", &self.users_file)
             .field("trusted_header", &self.trusted_header)
-            .field("session_secret", &self.session_secret.as_ref().map(|_| "***"))
+            .field(
+                "session_secret",
+                &self.session_secret.as_ref().map(|_| "***"),
+            )
             .field("session_ttl", &self.session_ttl)
             .field("page_size", &self.page_size)
             .field("max_rationale_bytes", &self.max_rationale_bytes)

@@ -21,8 +21,14 @@ const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 pub fn router(health: Health, extra: Router) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
-        .route("/healthz", get(move || healthz(health.clone())))
+        .merge(health_route(health))
         .merge(extra)
+}
+
+/// `GET /healthz` alone (the console serves it on its public listener,
+/// where `/metrics` does not belong).
+pub fn health_route<S: Clone + Send + Sync + 'static>(health: Health) -> Router<S> {
+    Router::new().route("/healthz", get(move || healthz(health.clone())))
 }
 
 async fn metrics() -> impl IntoResponse {
