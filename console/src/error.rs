@@ -2,6 +2,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use maud::{html, Markup, DOCTYPE};
 
 use caucus_shared::nats::ApiError;
 
@@ -33,7 +34,7 @@ impl PageError {
             PageError::BadRequest(_) => StatusCode::BAD_REQUEST,
             PageError::Unauthenticated => StatusCode::UNAUTHORIZED,
             PageError::Forbidden(_) => StatusCode::FORBIDDEN,
-            PageError::Api(e) => crate::layout::api_status(e),
+            PageError::Api(e) => api_status(e),
         }
     }
 }
@@ -44,6 +45,41 @@ impl IntoResponse for PageError {
             return axum::response::Redirect::to("/login").into_response();
         }
         let status = self.status();
-        (status, crate::layout::error_page(status, &self.to_string())).into_response()
+        (status, error_page(status, &self.to_string())).into_response()
+    }
+}
+
+/// The error page: the status and the specific message.
+pub fn error_page(status: StatusCode, message: &str) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head { meta charset="utf-8"; title { (status.as_u16()) " · caucus" } }
+            body {
+                h1 { (status.as_u16()) " " (status.canonical_reason().unwrap_or("")) }
+                p class="error" { (message) }
+                p { a href="/" { "Back to the overview" } }
+            }
+        }
+    }
+}
+
+/// The HTTP status for an API error code.
+pub fn api_status(e: &ApiError) -> StatusCode {
+    match e.code.as_str() {
+        "not_found" => StatusCode::NOT_FOUND,
+        "bad_request" | "invalid_field" | "missing_field" => StatusCode::BAD_REQUEST,
+        "not_allowed" | "forbidden" => StatusCode::FORBIDDEN,
+        "conflict"
+        | "wrong_state"
+        | "no_open_gate"
+        | "workflow_finished"
+        | "workflow_not_running"
+        | "provisional_unreviewed"
+        | "reruns_pending" => StatusCode::CONFLICT,
+        "timeout" | "no_responders" | "standby" | "unavailable" | "store_unavailable" => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+        _ => StatusCode::BAD_GATEWAY,
     }
 }

@@ -4,10 +4,7 @@
 //! Server-Sent Events stream (`/events`) and turn `<time>` elements into
 //! the browser's time zone.
 
-use axum::http::StatusCode;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
-
-use caucus_shared::nats::ApiError;
 
 use crate::viewer::Viewer;
 
@@ -80,39 +77,4 @@ pub fn time(at: &chrono::DateTime<chrono::Utc>) -> Markup {
 /// The hidden CSRF field every form carries.
 pub fn csrf_field(viewer: &Viewer) -> Markup {
     html! { input type="hidden" name="csrf" value=(viewer.csrf); }
-}
-
-/// The error page: the status and the specific message.
-pub fn error_page(status: StatusCode, message: &str) -> Markup {
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head { meta charset="utf-8"; title { (status.as_u16()) " · caucus" } }
-            body {
-                h1 { (status.as_u16()) " " (status.canonical_reason().unwrap_or("")) }
-                p class="error" { (message) }
-                p { a href="/" { "Back to the overview" } }
-            }
-        }
-    }
-}
-
-/// The HTTP status for an API error code.
-pub fn api_status(e: &ApiError) -> StatusCode {
-    match e.code.as_str() {
-        "not_found" => StatusCode::NOT_FOUND,
-        "bad_request" | "invalid_field" | "missing_field" => StatusCode::BAD_REQUEST,
-        "not_allowed" | "forbidden" => StatusCode::FORBIDDEN,
-        "conflict"
-        | "wrong_state"
-        | "no_open_gate"
-        | "workflow_finished"
-        | "workflow_not_running"
-        | "provisional_unreviewed"
-        | "reruns_pending" => StatusCode::CONFLICT,
-        "timeout" | "no_responders" | "standby" | "unavailable" | "store_unavailable" => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
-        _ => StatusCode::BAD_GATEWAY,
-    }
 }

@@ -22,8 +22,9 @@ use crate::viewer::Viewer;
 pub(crate) mod form;
 pub(crate) mod live;
 mod package;
+mod positions;
 
-pub(crate) use package::position;
+pub(crate) use positions::position;
 mod provisional;
 
 use form::{api_error, check_rationale, flash, words, PostForm};

@@ -7,11 +7,11 @@ use maud::{html, Markup};
 
 use caucus_shared::api::coordinator::gates::{DecisionPackage, GateAction, PackageFinding};
 use caucus_shared::api::facilitator::{DebateSummary, Precedent};
-use caucus_shared::messages::Position;
 
 use crate::layout::{csrf_field, time};
 use crate::viewer::Viewer;
 
+use super::positions::value;
 use super::provisional;
 
 /// The whole package, with `flash` (the result of the last action) first.
@@ -188,24 +188,5 @@ fn precedents(all: &[Precedent]) -> Markup {
                 }
             }
         }
-    }
-}
-
-/// A position in words, with its value and confidence.
-pub(crate) fn position(p: &Position) -> Markup {
-    html! {
-        span class="position" {
-            (p.statement)
-            @if let Some(m) = &p.metric { " (" (m) @if let Some(v) = &p.value { " = " (value(v)) } ")" }
-            @if let Some(c) = p.confidence { ", confidence " (format!("{c:.2}")) }
-        }
-    }
-}
-
-/// A JSON value for people: strings without quotes.
-pub(crate) fn value(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
     }
 }

@@ -20,7 +20,7 @@ use crate::state::AppState;
 use crate::viewer::Viewer;
 
 use super::form::{api_error, check_rationale, PostForm};
-use super::package::{position, value};
+use super::positions::{position, value};
 
 mod impact;
 
