@@ -421,13 +421,14 @@ async fn authentication_cost() -> Result<()> {
 }
 
 async fn observability_cost() -> Result<()> {
+    use tracing::Mode;
     let rounds = std::env::var("CAUCUS_BENCH_TRACING_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(TRACING_ROUNDS);
-    println!("\n[10] observability cost: scenario 1's workload ({THROUGHPUT_ITEMS} items x 6 no-op tasks, {AUTH_WORKERS} worker, {THROUGHPUT_SLOTS} slots/agent) with telemetry off and on (sample ratio 1.0, OTLP export, /metrics), {rounds} round(s) alternating");
+    println!("\n[10] observability cost: scenario 1's workload ({THROUGHPUT_ITEMS} items x 6 no-op tasks, {AUTH_WORKERS} worker, {THROUGHPUT_SLOTS} slots/agent): off, traces (ratio 1.0 over OTLP), all (traces, /metrics, metrics over OTLP); {rounds} round(s), order rotated");
     let c = tracing::run(rounds, AUTH_WORKERS, THROUGHPUT_SLOTS, THROUGHPUT_ITEMS).await?;
-    for (on, r, spans) in &c.runs {
+    for (mode, r, spans) in &c.runs {
         let cpu: Vec<String> = r
             .cpu
             .iter()
@@ -435,7 +436,7 @@ async fn observability_cost() -> Result<()> {
             .collect();
         println!(
             "  {}: {:>6} tasks in {:>6.2} s = {:>7.0} tasks/s, {} spans received; CPU per task: {}",
-            if *on { "on " } else { "off" },
+            mode.name(),
             r.tasks,
             r.secs,
             r.tasks_per_sec(),
@@ -443,22 +444,28 @@ async fn observability_cost() -> Result<()> {
             cpu.join(", ")
         );
     }
-    let (off, on) = (c.mean(false), c.mean(true));
-    let cost = 1.0 - on / off;
-    // What caucus's own processes pay, apart from the receiver (which
-    // shares this machine's two cores in the bench): CPU per task.
-    let (cpu_off, cpu_on) = (c.cpu_per_task(false), c.cpu_per_task(true));
-    println!(
-        "  CPU per task, coordinator + worker: off {:.0} us, on {:.0} us (+{:.1}%)",
-        1e6 * cpu_off,
-        1e6 * cpu_on,
-        100.0 * (cpu_on / cpu_off - 1.0)
-    );
-    println!(
-        "  mean off {off:.0} tasks/s, on {on:.0} tasks/s: on/off = {:.3}, cost {:.1}% (goal <= 10%) -> {}",
-        on / off,
-        100.0 * cost,
-        verdict(cost <= 0.10)
-    );
+    let off = c.mean(Mode::Off);
+    let cpu_off = c.cpu_per_task(Mode::Off);
+    for mode in [Mode::Traces, Mode::All] {
+        let on = c.mean(mode);
+        let cost = 1.0 - on / off;
+        // What caucus's own processes pay, apart from the receiver (which
+        // shares this machine's two cores in the bench): CPU per task.
+        let cpu_on = c.cpu_per_task(mode);
+        println!(
+            "  {} vs off: {on:.0} / {off:.0} tasks/s = {:.3}, cost {:.1}%{}; CPU per task, coordinator + worker: {:.0} vs {:.0} us (+{:.1}%)",
+            mode.name().trim(),
+            on / off,
+            100.0 * cost,
+            if mode == Mode::Traces {
+                format!(" (goal <= 10%) -> {}", verdict(cost <= 0.10))
+            } else {
+                String::new()
+            },
+            1e6 * cpu_on,
+            1e6 * cpu_off,
+            100.0 * (cpu_on / cpu_off - 1.0)
+        );
+    }
     Ok(())
 }

@@ -1,9 +1,11 @@
 //! Scenario 10: the cost of observability. Scenario 1's no-op throughput
-//! workload with telemetry off (no exporter, sample ratio 0, no metrics
-//! listener) and on as compose and Helm run it (every span sampled at
-//! ratio 1.0 and exported over OTLP gRPC, `/metrics` served and metrics
-//! pushed over OTLP), alternating off, on, on, off, … so a drift of the
-//! machine's load weighs on both sides alike.
+//! workload in three modes, rotated round by round so a drift of the
+//! machine's load weighs on all alike:
+//! - **off**: no exporter, sample ratio 0, no metrics;
+//! - **traces**: every span sampled (ratio 1.0) and exported over OTLP
+//!   gRPC, no metrics (the "tracing on");
+//! - **all**: as compose and Helm run it: traces as above, `/metrics`
+//!   served and metrics pushed over OTLP too.
 //!
 //! The receiver is a lean in-process OTLP/gRPC sink ([`crate::otlp_sink`])
 //! that decodes and counts: the spans really cross gRPC, and the receiver
@@ -21,15 +23,37 @@ use crate::throughput::{measure, Rig, Run};
 /// How long the last completion may take to arrive.
 const TIMEOUT: Duration = Duration::from_secs(120);
 
+/// What is on in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Nothing exported, nothing sampled.
+    Off,
+    /// Traces at ratio 1.0 over OTLP; no metrics.
+    Traces,
+    /// Traces, `/metrics` and metrics over OTLP.
+    All,
+}
+
+impl Mode {
+    /// Its name in the output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Off => "off   ",
+            Mode::Traces => "traces",
+            Mode::All => "all   ",
+        }
+    }
+}
+
 /// Every run of the comparison, in the order they ran.
 pub struct Comparison {
-    /// (telemetry on, result, spans received for the run).
-    pub runs: Vec<(bool, Run, u64)>,
+    /// (mode, result, spans received for the run).
+    pub runs: Vec<(Mode, Run, u64)>,
 }
 
 impl Comparison {
-    /// Mean tasks/s of the runs with telemetry `on` (or off).
-    pub fn mean(&self, on: bool) -> f64 {
+    /// Mean tasks/s of the runs in mode `on`.
+    pub fn mean(&self, on: Mode) -> f64 {
         let tps: Vec<f64> = self
             .runs
             .iter()
@@ -38,8 +62,8 @@ impl Comparison {
             .collect();
         tps.iter().sum::<f64>() / tps.len().max(1) as f64
     }
-    /// Mean CPU seconds per task of the coordinator and workers.
-    pub fn cpu_per_task(&self, on: bool) -> f64 {
+    /// Mean CPU seconds per task of the coordinator and workers in mode `on`.
+    pub fn cpu_per_task(&self, on: Mode) -> f64 {
         let per: Vec<f64> = self
             .runs
             .iter()
@@ -58,16 +82,13 @@ impl Comparison {
     }
 }
 
-/// `rounds` pairs of runs, off/on in even rounds and on/off in odd ones.
+/// `rounds` rounds of one run per mode, the order rotated each round.
 pub async fn run(rounds: usize, workers: usize, slots: u32, n_items: usize) -> Result<Comparison> {
-    let mut runs = Vec::with_capacity(2 * rounds);
+    let modes = [Mode::Off, Mode::Traces, Mode::All];
+    let mut runs = Vec::with_capacity(modes.len() * rounds);
     for round in 0..rounds {
-        let order = if round % 2 == 0 {
-            [false, true]
-        } else {
-            [true, false]
-        };
-        for on in order {
+        for i in 0..modes.len() {
+            let on = modes[(round + i) % modes.len()];
             let (r, spans) = one(on, workers, slots, n_items).await?;
             runs.push((on, r, spans));
         }
@@ -75,22 +96,26 @@ pub async fn run(rounds: usize, workers: usize, slots: u32, n_items: usize) -> R
     Ok(Comparison { runs })
 }
 
-/// One run on fresh servers; with `on`, a fresh receiver too.
-async fn one(on: bool, workers: usize, slots: u32, n_items: usize) -> Result<(Run, u64)> {
+/// One run on fresh servers; traced modes get a fresh receiver too.
+async fn one(mode: Mode, workers: usize, slots: u32, n_items: usize) -> Result<(Run, u64)> {
     let stack = Stack::start();
+    let on = mode != Mode::Off;
     let sink = if on { Some(Sink::start().await?) } else { None };
-    let env: Vec<(String, String)> = match &sink {
+    let mut env: Vec<(String, String)> = match &sink {
         Some(sink) => vec![
             ("CAUCUS_TELEMETRY_SAMPLE_RATIO".into(), "1.0".into()),
             ("CAUCUS_TELEMETRY_OTLP_ENDPOINT".into(), sink.endpoint()),
         ],
         None => vec![("CAUCUS_TELEMETRY_SAMPLE_RATIO".into(), "0".into())],
     };
+    if mode == Mode::Traces {
+        env.push(("CAUCUS_TELEMETRY_OTLP_METRICS".into(), "false".into()));
+    }
     let with_env = |mut b: caucus_harness::ServiceBuilder| {
         for (k, v) in &env {
             b = b.env(k, v);
         }
-        if on {
+        if mode == Mode::All {
             b = b.env(
                 "CAUCUS_TELEMETRY_METRICS_ADDR",
                 format!("127.0.0.1:{}", free_port()),

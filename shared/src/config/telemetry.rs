@@ -40,6 +40,10 @@ pub struct TelemetryConfig {
     /// when unset (the library default); compose, Helm and `scripts/stack`
     /// set it. `127.0.0.1:0` picks a free port (logged at start).
     pub metrics_addr: Option<String>,
+    /// Push metrics over OTLP too when `otlp_endpoint` is set (turn off
+    /// where Prometheus scrapes `/metrics` and the collector only takes
+    /// traces).
+    pub otlp_metrics: bool,
     /// How often metrics are pushed over OTLP when `otlp_endpoint` is set.
     #[serde(with = "humantime_serde")]
     pub metrics_export_interval: std::time::Duration,
@@ -59,6 +63,7 @@ impl std::fmt::Debug for TelemetryConfig {
             .field("trace_level", &self.trace_level)
             .field("trace_queue_size", &self.trace_queue_size)
             .field("metrics_addr", &self.metrics_addr)
+            .field("otlp_metrics", &self.otlp_metrics)
             .field("metrics_export_interval", &self.metrics_export_interval)
             .finish()
     }
@@ -74,6 +79,7 @@ impl Default for TelemetryConfig {
             trace_level: "info".into(),
             trace_queue_size: 65_536,
             metrics_addr: None,
+            otlp_metrics: true,
             metrics_export_interval: std::time::Duration::from_secs(15),
         }
     }

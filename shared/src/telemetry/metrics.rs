@@ -57,13 +57,16 @@ pub fn encode() -> String {
 
 /// Builds and installs the global meter provider for `cfg` (call once,
 /// inside a Tokio runtime when OTLP is on). `None` when neither
-/// `metrics_addr` nor `otlp_endpoint` is set.
+/// `metrics_addr` nor `otlp_endpoint` (with `otlp_metrics`) is set.
 pub fn install(
     cfg: &TelemetryConfig,
     service_name: &str,
 ) -> Result<Option<SdkMeterProvider>, Error> {
     let prometheus_on = cfg.metrics_addr.as_deref().is_some_and(|a| !a.is_empty());
-    let otlp = cfg.otlp_endpoint.as_deref().filter(|e| !e.is_empty());
+    let otlp = cfg
+        .otlp_endpoint
+        .as_deref()
+        .filter(|e| !e.is_empty() && cfg.otlp_metrics);
     if !prometheus_on && otlp.is_none() {
         return Ok(None);
     }
