@@ -483,7 +483,8 @@ async fn pattern_rounds_are_traced_across_processes() {
     let calls: Vec<_> = named("pattern_call").collect();
     assert_eq!(calls.len(), 4);
     let call_ids: Vec<&String> = calls.iter().map(|s| &s.span_id).collect();
-    let consumed = named("consume")
+    // The worker runs each call as a task: its `task` span (issue 12).
+    let consumed = named("task")
         .filter(|s| call_ids.contains(&&s.parent_span_id))
         .count();
     assert_eq!(consumed, 4, "every worker span hangs under its call");
