@@ -403,3 +403,22 @@ pub fn gated_spec(dir: &std::path::Path, capacity: u32) -> String {
     .expect("write gated.toml");
     spec.display().to_string()
 }
+
+/// Waits (30 s at most) until the correlator holds exactly one correlation
+/// and it names `items` items; returns it.
+pub async fn one_correlation(api: &Api, items: usize) -> Value {
+    eventually(
+        &format!("a correlation of {items} items"),
+        Duration::from_secs(30),
+        || async {
+            let v = api
+                .call("correlator", "correlations", json!({}))
+                .await
+                .ok()?;
+            let list = v["correlations"].as_array()?.clone();
+            (list.len() == 1 && list[0]["items"].as_array()?.len() == items)
+                .then(|| list[0].clone())
+        },
+    )
+    .await
+}

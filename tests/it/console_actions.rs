@@ -21,7 +21,9 @@ use std::time::Duration;
 use caucus_harness::{free_port, Service, Stack};
 use serde_json::{json, Value};
 
-use crate::common::{call, coordinator, eventually, quota_handler, wait_state, worker, Api};
+use crate::common::{
+    call, coordinator, eventually, one_correlation, quota_handler, wait_state, worker, Api,
+};
 
 /// The HTTP client, shared with the other console tests (`crate::console_actions::http`).
 pub(crate) mod http;
@@ -637,19 +639,7 @@ async fn alerts_correlations_and_batches_from_the_console() {
     .await;
 
     // The correlation of the three quota failures.
-    let rec = eventually(
-        "a correlation of three items",
-        Duration::from_secs(30),
-        || async {
-            let v = api
-                .call("correlator", "correlations", json!({}))
-                .await
-                .ok()?;
-            let list = v["correlations"].as_array()?.clone();
-            (list.len() == 1 && list[0]["items"].as_array()?.len() == 3).then(|| list[0].clone())
-        },
-    )
-    .await;
+    let rec = one_correlation(api, 3).await;
     let batch = rec["batch_id"].as_str().unwrap().to_string();
     eventually("the batch paused", Duration::from_secs(30), || async {
         let s = call(api, "batch_status", json!({"batch_id": batch}))

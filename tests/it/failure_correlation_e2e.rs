@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::common::{
-    call, coordinator, eventually, pipeline, quota_handler, starts, stream_messages, wait_state,
-    worker, Api,
+    call, coordinator, eventually, one_correlation, pipeline, quota_handler, starts,
+    stream_messages, wait_state, worker, Api,
 };
 use caucus_harness::Stack;
 use serde_json::json;
@@ -56,19 +56,7 @@ async fn koyfin_quota_incident_end_to_end() {
     .await;
 
     // One correlation with all five tickers and the seed's root cause.
-    let rec = eventually(
-        "a correlation of five items",
-        Duration::from_secs(30),
-        || async {
-            let v = api
-                .call("correlator", "correlations", json!({}))
-                .await
-                .ok()?;
-            let list = v["correlations"].as_array()?.clone();
-            (list.len() == 1 && list[0]["items"].as_array()?.len() == 5).then(|| list[0].clone())
-        },
-    )
-    .await;
+    let rec = one_correlation(&api, 5).await;
     assert_eq!(
         rec["root_cause"]["text"], "Koyfin API quota exceeded",
         "{rec}"

@@ -14,7 +14,9 @@ use serde_json::json;
 
 use super::browser::Browser;
 use super::stack::{login, Console, PASSWORD, PERSON};
-use crate::common::{call, coordinator, eventually, pipeline, quota_handler, starts, worker, Api};
+use crate::common::{
+    call, coordinator, eventually, one_correlation, pipeline, quota_handler, starts, worker, Api,
+};
 
 /// The items the quota error hits (the correlator's default threshold).
 const NAMED: [&str; 3] = ["AAPL", "MSFT", "GOOGL"];
@@ -53,20 +55,7 @@ async fn a_batch_is_paused_and_resumed_from_the_alerts_page() {
     let by_item: BTreeMap<&str, String> = NAMED.iter().copied().zip(ids.iter().cloned()).collect();
 
     // The correlator's incident and its batch, all three paused.
-    let rec = eventually(
-        "a correlation of the three items",
-        Duration::from_secs(30),
-        || async {
-            let v = api
-                .call("correlator", "correlations", json!({}))
-                .await
-                .ok()?;
-            let list = v["correlations"].as_array()?.clone();
-            (list.len() == 1 && list[0]["items"].as_array()?.len() == NAMED.len())
-                .then(|| list[0].clone())
-        },
-    )
-    .await;
+    let rec = one_correlation(&api, NAMED.len()).await;
     let batch = rec["batch_id"].as_str().expect("batch_id").to_string();
     eventually(
         "the batch to hold three paused items",
