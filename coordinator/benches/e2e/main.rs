@@ -143,6 +143,14 @@ async fn all() -> Result<()> {
     Ok(())
 }
 
+/// The number in env var `name`, else `default`.
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// `CAUCUS_BENCH_ONLY=1,3` runs only those scenarios (default: all).
 fn selected(n: u32) -> bool {
     match std::env::var("CAUCUS_BENCH_ONLY") {
@@ -171,12 +179,7 @@ async fn throughput_and_ceiling() -> Result<()> {
             tps,
             100.0 * tps / raw
         );
-        let cpu: Vec<String> = r
-            .cpu
-            .iter()
-            .map(|(n, s)| format!("{n} {:.0} us", 1e6 * s / r.tasks as f64))
-            .collect();
-        println!("      CPU per task: {}", cpu.join(", "));
+        println!("      CPU per task: {}", r.cpu_line());
         let stored: Vec<String> = r
             .stored
             .iter()
@@ -369,10 +372,7 @@ async fn dispatch_during_submit() -> Result<()> {
 }
 
 async fn takeover_with_history() -> Result<()> {
-    let finished = std::env::var("CAUCUS_BENCH_TAKEOVER_FINISHED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(TAKEOVER_FINISHED);
+    let finished = env_or("CAUCUS_BENCH_TAKEOVER_FINISHED", TAKEOVER_FINISHED);
     println!("\n[8] takeover with {finished} finished and {TAKEOVER_UNFINISHED} unfinished stock-analysis records");
     let r = takeover::run(finished, TAKEOVER_UNFINISHED).await?;
     println!(
@@ -391,25 +391,17 @@ async fn takeover_with_history() -> Result<()> {
 }
 
 async fn authentication_cost() -> Result<()> {
-    let rounds = std::env::var("CAUCUS_BENCH_AUTH_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(AUTH_ROUNDS);
+    let rounds = env_or("CAUCUS_BENCH_AUTH_ROUNDS", AUTH_ROUNDS);
     println!("\n[9] authentication cost: scenario 1's workload ({THROUGHPUT_ITEMS} items x 6 no-op tasks, {AUTH_WORKERS} worker, {THROUGHPUT_SLOTS} slots/agent) without and with `caucus auth init` credentials, {rounds} round(s) alternating");
     let c = auth::run(rounds, AUTH_WORKERS, THROUGHPUT_SLOTS, THROUGHPUT_ITEMS).await?;
     for (on, r) in &c.runs {
-        let cpu: Vec<String> = r
-            .cpu
-            .iter()
-            .map(|(n, s)| format!("{n} {:.0} us", 1e6 * s / r.tasks as f64))
-            .collect();
         println!(
             "  {}: {:>6} tasks in {:>6.2} s = {:>7.0} tasks/s; CPU per task: {}",
             if *on { "auth " } else { "plain" },
             r.tasks,
             r.secs,
             r.tasks_per_sec(),
-            cpu.join(", ")
+            r.cpu_line()
         );
     }
     let (plain, auth) = (c.mean(false), c.mean(true));
@@ -422,18 +414,10 @@ async fn authentication_cost() -> Result<()> {
 
 async fn observability_cost() -> Result<()> {
     use tracing::Mode;
-    let rounds = std::env::var("CAUCUS_BENCH_TRACING_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(TRACING_ROUNDS);
+    let rounds = env_or("CAUCUS_BENCH_TRACING_ROUNDS", TRACING_ROUNDS);
     println!("\n[10] observability cost: scenario 1's workload ({THROUGHPUT_ITEMS} items x 6 no-op tasks, {AUTH_WORKERS} worker, {THROUGHPUT_SLOTS} slots/agent): off, traces (ratio 1.0 over OTLP), all (traces, /metrics, metrics over OTLP); {rounds} round(s), order rotated");
     let c = tracing::run(rounds, AUTH_WORKERS, THROUGHPUT_SLOTS, THROUGHPUT_ITEMS).await?;
     for (mode, r, spans) in &c.runs {
-        let cpu: Vec<String> = r
-            .cpu
-            .iter()
-            .map(|(n, s)| format!("{n} {:.0} us", 1e6 * s / r.tasks as f64))
-            .collect();
         println!(
             "  {}: {:>6} tasks in {:>6.2} s = {:>7.0} tasks/s, {} spans received; CPU per task: {}",
             mode.name(),
@@ -441,7 +425,7 @@ async fn observability_cost() -> Result<()> {
             r.secs,
             r.tasks_per_sec(),
             spans,
-            cpu.join(", ")
+            r.cpu_line()
         );
     }
     let off = c.mean(Mode::Off);

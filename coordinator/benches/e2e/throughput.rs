@@ -29,6 +29,16 @@ impl Run {
     pub fn tasks_per_sec(&self) -> f64 {
         self.tasks as f64 / self.secs
     }
+
+    /// CPU per task by process group, e.g. `coordinator 80 us, workers 52 us`.
+    pub fn cpu_line(&self) -> String {
+        let cpu: Vec<String> = self
+            .cpu
+            .iter()
+            .map(|(n, s)| format!("{n} {:.0} us", 1e6 * s / self.tasks as f64))
+            .collect();
+        cpu.join(", ")
+    }
 }
 
 /// Submits `n_items` with `workers` processes of `slots` slots per agent
