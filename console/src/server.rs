@@ -11,7 +11,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -19,13 +19,13 @@ use axum::http::header::CONTENT_TYPE;
 use axum::middleware::Next;
 use axum::response::Response;
 use futures::StreamExt;
-use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
 use caucus_shared::api::ApiClient;
 use caucus_shared::config::ConsoleAuth;
-use caucus_shared::health::{self, Health};
+use caucus_shared::health::Health;
 use caucus_shared::nats::{self, ApiServer};
+use caucus_shared::service::{probe, Signals};
 use caucus_shared::service::{Tasks, FORCED_EXIT_CODE};
 use caucus_shared::subjects::Subjects;
 use caucus_shared::Config;
@@ -35,9 +35,6 @@ use crate::state::AppState;
 
 /// The service name in API subjects (`caucus.api.console.health`).
 pub const SERVICE: &str = "console";
-
-/// How often the NATS connection is checked for `health`.
-const PROBE_EVERY: Duration = Duration::from_millis(500);
 
 /// Why the console stopped or did not start.
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +90,7 @@ pub async fn run(config: Config) -> Result<bool, ServeError> {
     let c = config.console.clone();
     let addrs = check_listen(&c.listen, c.auth).await?;
     let auth = Arc::new(Auth::from_config(&c).map_err(|e| ServeError::Config(e.to_string()))?);
-    let mut signals = Signals::install()?;
+    let mut signals = Signals::install().map_err(|e| ServeError::Failed(e.to_string()))?;
 
     let instance_id = format!("{SERVICE}-{}", &hex::encode(rand::random::<[u8; 6]>()));
     let subjects = Subjects::new(config.subject_prefix.clone());
@@ -111,7 +108,12 @@ pub async fn run(config: Config) -> Result<bool, ServeError> {
         .start(shutdown.clone(), tasks.tracker())
         .await
         .map_err(|e| ServeError::Failed(e.to_string()))?;
-    let probe = tokio::spawn(probe(client.clone(), health.clone(), shutdown.clone()));
+    let probe = tokio::spawn(probe(
+        client.clone(),
+        None,
+        health.clone(),
+        shutdown.clone(),
+    ));
 
     let api = ApiClient::new(client.clone(), subjects, config.nats.request_timeout);
     let grace = config.shutdown_grace;
@@ -219,56 +221,6 @@ async fn end_streams(shutdown: CancellationToken, req: Request, next: Next) -> R
         .into_data_stream()
         .take_until(shutdown.cancelled_owned());
     Response::from_parts(parts, Body::from_stream(body))
-}
-
-/// Marks [`health::NATS`] degraded while the connection is down.
-async fn probe(client: async_nats::Client, health: Health, shutdown: CancellationToken) {
-    let mut tick = tokio::time::interval(PROBE_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        match client.connection_state() {
-            async_nats::connection::State::Connected => {
-                if health.ok(health::NATS) {
-                    tracing::info!("NATS reachable again");
-                }
-            }
-            state => {
-                let why = format!("NATS unreachable (connection {state})");
-                if health.degraded(health::NATS, why.clone()) {
-                    tracing::warn!(reason = %why, "health degraded");
-                }
-            }
-        }
-    }
-}
-
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> Result<Signals, ServeError> {
-        let install = |k: SignalKind| {
-            signal(k)
-                .map_err(|e| ServeError::Failed(format!("cannot install signal handlers: {e}")))
-        };
-        Ok(Signals {
-            term: install(SignalKind::terminate())?,
-            int: install(SignalKind::interrupt())?,
-        })
-    }
-
-    async fn next(&mut self) -> &'static str {
-        tokio::select! {
-            _ = self.term.recv() => "SIGTERM",
-            _ = self.int.recv() => "SIGINT",
-        }
-    }
 }
 
 #[cfg(test)]

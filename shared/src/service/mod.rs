@@ -243,7 +243,12 @@ impl Service {
         // Not in `ctx.tasks`: the probe ends with the process (aborted
         // below, after the drain), and the body is awaited here, its panic
         // becoming `Exit::Failed`.
-        let probe = tokio::spawn(probe(ctx.clone()));
+        let probe = tokio::spawn(probe(
+            ctx.nats.clone(),
+            Some(ctx.redis.clone()),
+            ctx.health.clone(),
+            ctx.shutdown.clone(),
+        ));
         let mut body = tokio::spawn(body(ctx.clone()));
         let mut outcome: Option<Exit> = None;
         tokio::select! {
@@ -303,30 +308,38 @@ const PROBE_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Marks [`health::NATS`] and [`health::REDIS`] degraded while the NATS
-/// connection is down or Redis does not answer a `PING` within
-/// [`PROBE_TIMEOUT`]; logs each change once.
-async fn probe(ctx: ServiceContext) {
+/// connection is down or Redis (when the process uses it) does not answer
+/// a `PING` within [`PROBE_TIMEOUT`]; logs each change once. Every
+/// [`Service`] runs it; the console, which has no Redis, runs it with
+/// `redis: None`.
+pub async fn probe(
+    nats: async_nats::Client,
+    redis: Option<RedisPool>,
+    health: Health,
+    shutdown: CancellationToken,
+) {
     let mut tick = tokio::time::interval(PROBE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            _ = ctx.shutdown.cancelled() => return,
+            _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        match ctx.nats.connection_state() {
+        match nats.connection_state() {
             async_nats::connection::State::Connected => {
-                if ctx.health.ok(health::NATS) {
+                if health.ok(health::NATS) {
                     tracing::info!("NATS reachable again");
                 }
             }
             state => {
                 let why = format!("NATS unreachable (connection {state})");
-                if ctx.health.degraded(health::NATS, why.clone()) {
+                if health.degraded(health::NATS, why.clone()) {
                     tracing::warn!(reason = %why, "health degraded");
                 }
             }
         }
-        let ping = tokio::time::timeout(PROBE_TIMEOUT, credis::ping(&ctx.redis)).await;
+        let Some(redis) = &redis else { continue };
+        let ping = tokio::time::timeout(PROBE_TIMEOUT, credis::ping(redis)).await;
         let failure = match ping {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(e.to_string()),
@@ -334,13 +347,13 @@ async fn probe(ctx: ServiceContext) {
         };
         match failure {
             None => {
-                if ctx.health.ok(health::REDIS) {
+                if health.ok(health::REDIS) {
                     tracing::info!("Redis reachable again");
                 }
             }
             Some(e) => {
                 let why = format!("Redis unreachable: {e}");
-                if ctx.health.degraded(health::REDIS, why.clone()) {
+                if health.degraded(health::REDIS, why.clone()) {
                     tracing::warn!(reason = %why, "health degraded");
                 }
             }
@@ -367,13 +380,16 @@ where
     Service::start(service, config).await?.run(body).await
 }
 
-struct Signals {
+/// SIGTERM and SIGINT, as every caucus process drains on them (a second
+/// one exits at once).
+pub struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
 }
 
 impl Signals {
-    fn install() -> Result<Signals, Error> {
+    /// Installs the handlers.
+    pub fn install() -> Result<Signals, Error> {
         let install = |k: SignalKind| signal(k).map_err(Error::Signals);
         Ok(Signals {
             term: install(SignalKind::terminate())?,
@@ -381,7 +397,8 @@ impl Signals {
         })
     }
 
-    async fn next(&mut self) -> &'static str {
+    /// The next signal's name.
+    pub async fn next(&mut self) -> &'static str {
         tokio::select! {
             _ = self.term.recv() => "SIGTERM",
             _ = self.int.recv() => "SIGINT",
