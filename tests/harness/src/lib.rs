@@ -8,6 +8,7 @@
 
 pub mod browser;
 mod nats;
+mod nats_cluster;
 mod process;
 mod redis;
 mod secured;
@@ -15,6 +16,7 @@ mod service;
 mod wait;
 
 pub use nats::Nats;
+pub use nats_cluster::NatsCluster;
 pub use redis::Redis;
 pub use secured::{read_env_file, AclRedis, SecuredStack};
 pub use service::{bin_path, Service, ServiceBuilder, READY_MARKER};
