@@ -36,7 +36,7 @@ pub use facilitator::FacilitatorConfig;
 pub use invalid::InvalidSetting;
 pub use layers::{CommonArgs, ConfigLoader};
 pub use nats::NatsConfig;
-pub use redis::RedisConfig;
+pub use redis::{RedisConfig, RedisMode};
 pub use responses::ResponseTimeouts;
 pub use secret::{redact_url, redact_urls, Secret, REDACTED};
 pub use security::SecurityConfig;
@@ -137,6 +137,7 @@ impl Config {
         if self.max_body_bytes == 0 {
             return bad("max_body_bytes must be > 0".into());
         }
+        self.redis.validate()?;
         if self.worker.slots == 0 {
             return bad("worker.slots must be > 0".into());
         }

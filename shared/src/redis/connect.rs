@@ -1,4 +1,5 @@
-//! A pooled Redis connection, established with retry and backoff.
+//! A pooled Redis connection, established with retry and backoff, in the
+//! mode `redis.mode` names.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -6,26 +7,17 @@ use std::time::{Duration, Instant};
 use backon::{ExponentialBuilder, Retryable};
 use redis::{ClientTlsConfig, ConnectionInfo, IntoConnectionInfo, TlsCertificates};
 
+use super::RedisPool;
 pub use crate::config::redact_url;
-use crate::config::RedisConfig;
+use crate::config::{redact_urls, RedisConfig, RedisMode};
 use crate::Error;
 
-/// The pool every component uses.
-pub type RedisPool = deadpool_redis::Pool;
-
-/// Builds the pool and proves it works with a `PING`, retrying with
-/// exponential backoff up to `connect_attempts`. The error names the URL
-/// (password removed) and the last failure.
+/// Builds the pool of `redis.mode` and proves it works with a `PING`,
+/// retrying with exponential backoff up to `connect_attempts`. The error
+/// names the URLs (passwords removed) and the last failure.
 pub async fn connect(cfg: &RedisConfig) -> Result<RedisPool, Error> {
-    let manager = deadpool_redis::Manager::new(connection_info(cfg)?)
-        .map_err(|e| Error::Config(format!("redis.url {}: {e}", redact_url(&cfg.url))))?;
-    let pool = deadpool_redis::Pool::builder(manager)
-        .max_size(cfg.pool_size.max(1))
-        .wait_timeout(Some(cfg.connect_timeout))
-        .create_timeout(Some(cfg.connect_timeout))
-        .runtime(deadpool_redis::Runtime::Tokio1)
-        .build()
-        .map_err(Error::pool)?;
+    cfg.validate()?;
+    let pool = build_pool(cfg)?;
     let started = Instant::now();
     let attempts = cfg.connect_attempts.max(1);
     let attempt = AtomicU32::new(0);
@@ -39,12 +31,144 @@ pub async fn connect(cfg: &RedisConfig) -> Result<RedisPool, Error> {
         Ok(()) => Ok(pool),
         Err(e) => Err(Error::Unreachable {
             what: "Redis",
-            url: redact_url(&cfg.url),
+            url: redact_urls(&cfg.url),
             attempts: attempt.load(Ordering::Relaxed),
             elapsed: started.elapsed(),
             last_error: e.to_string(),
         }),
     }
+}
+
+/// The pool of `redis.mode`, not yet connected (connections open on first
+/// use).
+fn build_pool(cfg: &RedisConfig) -> Result<RedisPool, Error> {
+    let config_error = |e: redis::RedisError| {
+        Error::Config(format!(
+            "redis.url {} (redis.mode = {}): {e}",
+            redact_urls(&cfg.url),
+            cfg.mode
+        ))
+    };
+    let pool_config = deadpool_redis::PoolConfig {
+        max_size: cfg.pool_size.max(1),
+        timeouts: deadpool_redis::Timeouts {
+            wait: Some(cfg.connect_timeout),
+            create: Some(cfg.connect_timeout),
+            recycle: None,
+        },
+        ..deadpool_redis::PoolConfig::default()
+    };
+    let runtime = deadpool_redis::Runtime::Tokio1;
+    Ok(match cfg.mode {
+        RedisMode::Standalone => {
+            let manager =
+                deadpool_redis::Manager::new(connection_info(cfg)?).map_err(config_error)?;
+            RedisPool::standalone(
+                deadpool_redis::Pool::builder(manager)
+                    .config(pool_config)
+                    .runtime(runtime)
+                    .build()
+                    .map_err(Error::pool)?,
+            )
+        }
+        RedisMode::Cluster => {
+            let nodes = cfg
+                .urls()
+                .into_iter()
+                .map(|u| node_info(cfg, u))
+                .collect::<Result<Vec<_>, _>>()?;
+            let manager =
+                deadpool_redis::cluster::Manager::new(nodes, false).map_err(config_error)?;
+            RedisPool::cluster(
+                deadpool_redis::cluster::Pool::builder(manager)
+                    .config(pool_config)
+                    .runtime(runtime)
+                    .build()
+                    .map_err(Error::pool)?,
+            )
+        }
+        RedisMode::Sentinel => {
+            let sentinels = cfg
+                .urls()
+                .into_iter()
+                .map(|u| parse_url(cfg, u))
+                .collect::<Result<Vec<_>, _>>()?;
+            let master = cfg.sentinel_master().unwrap_or_default().to_string();
+            let manager = deadpool_redis::sentinel::Manager::new(
+                sentinels.clone(),
+                master,
+                Some(sentinel_node_info(cfg, &sentinels[0])),
+                deadpool_redis::sentinel::SentinelServerType::Master,
+            )
+            .map_err(config_error)?;
+            RedisPool::sentinel(
+                deadpool_redis::sentinel::Pool::builder(manager)
+                    .config(pool_config)
+                    .runtime(runtime)
+                    .build()
+                    .map_err(Error::pool)?,
+            )
+        }
+    })
+}
+
+/// How the sentinels' master (and its replicas after a failover) is
+/// reached: `redis.username` / `redis.password`, or else the first
+/// sentinel URL's credentials and database; TLS when the sentinels are
+/// `rediss://`.
+fn sentinel_node_info(
+    cfg: &RedisConfig,
+    first: &ConnectionInfo,
+) -> deadpool_redis::sentinel::SentinelNodeConnectionInfo {
+    let url = first.redis_settings();
+    let tls_mode = match first.addr() {
+        redis::ConnectionAddr::TcpTls { insecure: true, .. } => {
+            Some(deadpool_redis::sentinel::TlsMode::Insecure)
+        }
+        redis::ConnectionAddr::TcpTls { .. } => Some(deadpool_redis::sentinel::TlsMode::Secure),
+        _ => None,
+    };
+    deadpool_redis::sentinel::SentinelNodeConnectionInfo {
+        tls_mode,
+        redis_connection_info: Some(deadpool_redis::RedisConnectionInfo {
+            db: url.db(),
+            username: cfg
+                .username
+                .clone()
+                .or_else(|| url.username().map(str::to_string)),
+            password: cfg
+                .password
+                .as_ref()
+                .map(|p| p.expose().to_string())
+                .or_else(|| url.password().map(str::to_string)),
+            protocol: deadpool_redis::ProtocolVersion::RESP2,
+        }),
+    }
+}
+
+/// One URL of `redis.url`, parsed; the error names it without its password.
+fn parse_url(cfg: &RedisConfig, url: &str) -> Result<ConnectionInfo, Error> {
+    url.into_connection_info().map_err(|e| {
+        Error::Config(if cfg.mode == RedisMode::Standalone {
+            format!("redis.url {}: {e}", redact_url(url))
+        } else {
+            format!("redis.url entry {}: {e}", redact_url(url))
+        })
+    })
+}
+
+/// One data node's connection info: the URL with `redis.username` /
+/// `redis.password` replacing its credentials when set.
+fn node_info(cfg: &RedisConfig, url: &str) -> Result<ConnectionInfo, Error> {
+    let info = parse_url(cfg, url)?;
+    let mut settings = info.redis_settings().clone();
+    if let Some(user) = &cfg.username {
+        settings = settings.set_username(user);
+    }
+    if let Some(password) = &cfg.password {
+        settings = settings.set_password(password.expose());
+    }
+    Ok(info.set_redis_settings(settings))
 }
 
 /// Where and how to connect: `redis.url`, with `redis.username` /
@@ -53,19 +177,7 @@ pub async fn connect(cfg: &RedisConfig) -> Result<RedisPool, Error> {
 /// the setting, never the password.
 pub fn connection_info(cfg: &RedisConfig) -> Result<ConnectionInfo, Error> {
     let shown = || redact_url(&cfg.url);
-    let info = cfg
-        .url
-        .as_str()
-        .into_connection_info()
-        .map_err(|e| Error::Config(format!("redis.url {}: {e}", shown())))?;
-    let mut settings = info.redis_settings().clone();
-    if let Some(user) = &cfg.username {
-        settings = settings.set_username(user);
-    }
-    if let Some(password) = &cfg.password {
-        settings = settings.set_password(password.expose());
-    }
-    let info = info.set_redis_settings(settings);
+    let info = node_info(cfg, cfg.url.trim())?;
     let Some(certs) = tls_certificates(cfg)? else {
         return Ok(info);
     };
@@ -122,7 +234,7 @@ pub(crate) fn startup_backoff(attempts: u32, max: Duration) -> ExponentialBuilde
         .with_max_times(attempts.saturating_sub(1) as usize)
 }
 
-/// One `PING` on a pooled connection.
+/// One `PING` on a pooled connection (on a cluster: on every master).
 pub(crate) async fn ping(pool: &RedisPool) -> Result<(), Error> {
     let mut c = pool.get().await.map_err(Error::pool)?;
     redis::cmd("PING").query_async::<String>(&mut c).await?;

@@ -8,6 +8,7 @@
 //! - [`leadership`]: active/standby by an [`OwnedLock`].
 //! - [`SyncGate`]: findings wait while their agent's debate sync lock is held.
 //! - [`keys`]: the key families.
+//! - [`RedisPool`]: standalone, Redis Cluster or Sentinel (`redis.mode`).
 
 mod connect;
 mod counter;
@@ -15,15 +16,18 @@ pub mod keys;
 pub mod leadership;
 mod lock;
 mod poll;
+mod pool;
+mod scan;
 mod scripts;
 mod semaphore;
 mod sync_gate;
 
-pub use connect::{connect, redact_url, RedisPool};
+pub use connect::{connect, redact_url};
 pub(crate) use connect::{ping, startup_backoff};
 pub use counter::{AddOutcome, BoundedCounter};
 pub use keys::{validate_name, DEFAULT_PREFIX};
 pub use lock::OwnedLock;
+pub use pool::{PoolError, RedisConnection, RedisPool};
 pub use semaphore::{Acquired, CapacitySemaphore, Lease, Renewed, SemaphoreStatus, WorkerSlot};
 pub use sync_gate::{
     sync_lock_key, sync_lock_name, wait_unlocked, GateBypass, Published, SyncGate,

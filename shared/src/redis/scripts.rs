@@ -43,9 +43,11 @@ pub(crate) static COUNTER_MEMBERS: LazyLock<Script> = script!("prelude.lua", "co
 /// Runs one script invocation on a pooled connection.
 ///
 /// A pooled connection can outlive the server (restart, failover). When the
-/// call fails on the connection itself, that connection is taken out of the
-/// pool and the call is made once more on a fresh one, so callers recover
-/// without rebuilding the pool. Every script is safe to run twice (acquire,
+/// call fails on the connection itself, or the server it reaches has become
+/// a replica (`READONLY`: a Sentinel failover demoted it), that connection
+/// is taken out of the pool and the call is made once more on a fresh one
+/// (which, with Sentinel, asks the sentinels for the master again), so
+/// callers recover without rebuilding the pool. In every mode the same. Every script is safe to run twice (acquire,
 /// add and register are idempotent per id; release/remove at worst report
 /// `false` for what the first attempt did).
 pub(crate) async fn run<T: FromRedisValue>(
@@ -57,14 +59,21 @@ pub(crate) async fn run<T: FromRedisValue>(
         let mut conn = pool.get().await.map_err(Error::pool)?;
         match call.invoke_async(&mut conn).await {
             Ok(v) => return Ok(v),
-            Err(e) if !retried && (e.is_io_error() || e.is_unrecoverable_error()) => {
+            Err(e) if !retried && connection_broken(&e) => {
                 tracing::debug!(error = %e, "redis connection failed; retrying on a fresh one");
-                drop(deadpool_redis::Connection::take(conn));
+                conn.discard();
                 retried = true;
             }
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// Whether `e` condemns the connection rather than the call.
+fn connection_broken(e: &::redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_unrecoverable_error()
+        || e.kind() == ::redis::ErrorKind::Server(::redis::ServerErrorKind::ReadOnly)
 }
 
 /// A duration as whole milliseconds for a script, rejecting zero (Redis

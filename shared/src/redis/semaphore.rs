@@ -24,6 +24,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::keys::{self, SemaphoreKeys};
+use super::scan;
 use super::scripts::{self, check_id, run, ttl_ms};
 use super::RedisPool;
 use crate::Error;
@@ -323,32 +324,16 @@ impl CapacitySemaphore {
     /// it from the register script would break on Redis Cluster. The workers
     /// key expires with its last registration, so a type whose workers all
     /// lapsed disappears (call [`CapacitySemaphore::status`] for exact live
-    /// counts). On Redis Cluster, `SCAN` covers one node: run it per master.
+    /// counts). On Redis Cluster the scan runs on every master in turn.
     pub async fn agent_types(pool: &RedisPool, prefix: &str) -> Result<Vec<String>, Error> {
         let pattern = keys::semaphore_workers_pattern(prefix)?;
         let mut conn = pool.get().await.map_err(Error::pool)?;
-        let mut cursor: u64 = 0;
-        let mut types = Vec::new();
-        loop {
-            let (next, batch): (u64, Vec<String>) = ::redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(500)
-                .query_async(&mut conn)
-                .await?;
-            types.extend(
-                batch
-                    .iter()
-                    .filter_map(|k| keys::agent_type_of_workers_key(prefix, k))
-                    .map(str::to_string),
-            );
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
+        let mut types: Vec<String> = scan::scan_match(&mut conn, &pattern)
+            .await?
+            .iter()
+            .filter_map(|k| keys::agent_type_of_workers_key(prefix, k))
+            .map(str::to_string)
+            .collect();
         types.sort();
         types.dedup();
         Ok(types)

@@ -1,0 +1,219 @@
+//! A real Redis Cluster on loopback: six `redis-server --cluster-enabled
+//! yes` nodes joined by `redis-cli --cluster create --cluster-replicas 1`
+//! (three masters, one replica each), with a short node timeout so a
+//! killed master's replica takes over within seconds.
+
+use std::process::Command;
+use std::time::Duration;
+
+use crate::redis_node::{redis_cli, words, Node};
+use crate::{free_port, wait_until};
+
+/// Nodes: three masters and their replicas.
+const NODES: usize = 6;
+/// Free ports tried per node before giving up.
+const PORT_ATTEMPTS: u32 = 5;
+/// How long the cluster may take to form, or to settle after a failover.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// `cluster-node-timeout`: how long a silent master takes to be failed
+/// over (short, so tests do not wait for the default 15 s).
+pub const NODE_TIMEOUT_MS: u64 = 1000;
+
+/// Six-node Redis Cluster; every node is killed on Drop.
+pub struct RedisCluster {
+    nodes: Vec<Node>,
+    dir: tempfile::TempDir,
+}
+
+impl RedisCluster {
+    /// Starts six nodes, creates the cluster, and waits until every node
+    /// reports `cluster_state:ok` and knows all six.
+    pub fn start() -> RedisCluster {
+        let dir = tempfile::Builder::new()
+            .prefix("caucus-redis-cluster-")
+            .tempdir()
+            .expect("tempdir");
+        let nodes = (0..NODES)
+            .map(|i| start_node(&dir.path().join(format!("node-{i}"))))
+            .collect();
+        let cluster = RedisCluster { nodes, dir };
+        cluster.create();
+        cluster.wait_settled();
+        cluster
+    }
+
+    /// The seed list for `redis.url`: every node, comma-separated.
+    pub fn url(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("redis://127.0.0.1:{}", n.port()))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Node `i`'s port.
+    pub fn port(&self, i: usize) -> u16 {
+        self.nodes[i].port()
+    }
+
+    /// The directory holding every node's files and logs.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// Leaves the directory in place when dropped (logs for a post-mortem).
+    pub fn keep_files(&mut self) {
+        self.dir.disable_cleanup(true);
+    }
+
+    /// Indexes of the running nodes that are masters now.
+    pub fn masters(&self) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].running() && self.role(i).as_deref() == Some("master"))
+            .collect()
+    }
+
+    /// SIGKILLs the `k`-th running master (in node order) and returns its
+    /// node index (for [`RedisCluster::restart`]).
+    pub fn kill_master(&mut self, k: usize) -> usize {
+        let masters = self.masters();
+        let i = *masters
+            .get(k)
+            .unwrap_or_else(|| panic!("no master #{k}: masters are nodes {masters:?}"));
+        self.nodes[i].kill();
+        i
+    }
+
+    /// Waits until the killed master's replica was promoted (three running
+    /// masters again) and every running node reports `cluster_state:ok`.
+    pub fn wait_failover(&self) {
+        wait_until(
+            "a replica promoted: three running masters",
+            SETTLE_TIMEOUT,
+            || (self.masters().len() == NODES / 2).then_some(()),
+        );
+        self.wait_settled();
+    }
+
+    /// Starts node `i` again (same port and directory) and waits until it
+    /// rejoined as a replica (its slots moved to the promoted one) and the
+    /// cluster settled. Only for a node whose master role was taken over.
+    pub fn restart(&mut self, i: usize) {
+        self.nodes[i].restart();
+        wait_until(
+            &format!("node {i} rejoins as a replica"),
+            SETTLE_TIMEOUT,
+            || {
+                (self.role(i).as_deref() == Some("slave") && self.masters().len() == NODES / 2)
+                    .then_some(())
+            },
+        );
+        self.wait_settled();
+    }
+
+    /// `master` or `slave` as node `i` reports its role.
+    fn role(&self, i: usize) -> Option<String> {
+        let reply = self.nodes[i].ask("ROLE")?;
+        words(&reply).first().map(|w| w.to_string())
+    }
+
+    fn create(&self) {
+        let mut cmd = Command::new(redis_cli());
+        cmd.arg("--cluster").arg("create");
+        for n in &self.nodes {
+            cmd.arg(format!("127.0.0.1:{}", n.port()));
+        }
+        cmd.args(["--cluster-replicas", "1", "--cluster-yes"]);
+        let out = cmd
+            .output()
+            .unwrap_or_else(|e| panic!("run {:?}: {e}", cmd.get_program()));
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Every running node: `cluster_state:ok`, all slots assigned, and it
+    /// knows every node.
+    fn wait_settled(&self) {
+        wait_until(
+            &format!(
+                "cluster_state:ok on every node (logs in {})",
+                self.dir.path().display()
+            ),
+            SETTLE_TIMEOUT,
+            || {
+                self.nodes
+                    .iter()
+                    .filter(|n| n.running())
+                    .all(|n| {
+                        n.ask("CLUSTER INFO").is_some_and(|info| {
+                            info.contains("cluster_state:ok")
+                                && info.contains("cluster_slots_assigned:16384")
+                                && info.contains(&format!("cluster_known_nodes:{NODES}"))
+                        })
+                    })
+                    .then_some(())
+            },
+        );
+    }
+}
+
+/// One cluster node on a free port (and a free bus port: the default
+/// port + 10000 can pass 65535 for ports from the ephemeral range).
+fn start_node(dir: &std::path::Path) -> Node {
+    for _ in 0..PORT_ATTEMPTS {
+        let args: Vec<String> = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-port",
+            &free_port().to_string(),
+            "--cluster-node-timeout",
+            &NODE_TIMEOUT_MS.to_string(),
+            // Any replica may take over, however long it was cut off.
+            "--cluster-replica-validity-factor",
+            "0",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if let Some(node) = Node::start(dir, free_port(), &args) {
+            return node;
+        }
+    }
+    panic!(
+        "a cluster node did not start on any of {PORT_ATTEMPTS} free ports (logs in {})",
+        dir.display()
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_and_fails_over() {
+        let mut c = RedisCluster::start();
+        assert_eq!(c.masters().len(), 3);
+        assert_eq!(c.url().split(',').count(), 6);
+        let killed = c.kill_master(0);
+        c.wait_failover();
+        assert!(!c.masters().contains(&killed));
+        c.restart(killed);
+        assert_eq!(
+            c.masters().len(),
+            3,
+            "the restarted node rejoins as a replica"
+        );
+        assert_eq!(c.role(killed).as_deref(), Some("slave"));
+    }
+}
