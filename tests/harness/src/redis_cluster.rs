@@ -84,6 +84,46 @@ impl RedisCluster {
         i
     }
 
+    /// The node index of the running master that serves `key`'s slot.
+    pub fn master_for(&self, key: &str) -> usize {
+        let any = self
+            .nodes
+            .iter()
+            .find(|n| n.running())
+            .expect("a running node");
+        let reply = any
+            .ask(&format!("CLUSTER KEYSLOT {key}"))
+            .unwrap_or_else(|| panic!("CLUSTER KEYSLOT {key}: no answer"));
+        let slot: u16 = words(&reply)
+            .first()
+            .and_then(|w| w.parse().ok())
+            .unwrap_or_else(|| panic!("CLUSTER KEYSLOT {key}: {reply}"));
+        self.masters()
+            .into_iter()
+            .find(|&i| self.serves(i, slot))
+            .unwrap_or_else(|| panic!("no running master serves slot {slot} of {key}"))
+    }
+
+    /// SIGKILLs node `i` (see [`RedisCluster::master_for`]).
+    pub fn kill(&mut self, i: usize) {
+        self.nodes[i].kill();
+    }
+
+    /// Whether node `i` says it serves `slot` (the slot ranges at the end
+    /// of its own `CLUSTER NODES` line).
+    fn serves(&self, i: usize, slot: u16) -> bool {
+        let Some(reply) = self.nodes[i].ask("CLUSTER NODES") else {
+            return false;
+        };
+        let Some(own) = reply.lines().find(|l| l.contains("myself")) else {
+            return false;
+        };
+        own.split_whitespace().skip(8).any(|range| {
+            let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+            matches!((lo.parse::<u16>(), hi.parse::<u16>()), (Ok(lo), Ok(hi)) if (lo..=hi).contains(&slot))
+        })
+    }
+
     /// Waits until the killed master's replica was promoted (three running
     /// masters again) and every running node reports `cluster_state:ok`.
     pub fn wait_failover(&self) {
@@ -205,8 +245,15 @@ mod tests {
         let mut c = RedisCluster::start();
         assert_eq!(c.masters().len(), 3);
         assert_eq!(c.url().split(',').count(), 6);
+        let owner = c.master_for("caucus:{sem:alpha}:holders");
+        assert_eq!(
+            owner,
+            c.master_for("caucus:{sem:alpha}:cap"),
+            "one hash tag, one slot"
+        );
         let killed = c.kill_master(0);
         c.wait_failover();
+        assert_ne!(c.master_for("caucus:{sem:alpha}:holders"), killed);
         assert!(!c.masters().contains(&killed));
         c.restart(killed);
         assert_eq!(
