@@ -68,6 +68,12 @@ the config file, telemetry.
     secretKeyRef:
       name: {{ default (include "caucus.connectionSecret" .) .Values.redis.existingSecret }}
       key: {{ if .Values.redis.existingSecret }}{{ .Values.redis.existingSecretKey }}{{ else }}redis-url{{ end }}
+- name: CAUCUS_REDIS_MODE
+  value: {{ .Values.redis.mode | default "standalone" | quote }}
+{{- if eq (.Values.redis.mode | default "standalone") "sentinel" }}
+- name: CAUCUS_REDIS_SENTINEL_MASTER
+  value: {{ required "redis.sentinelMaster is required with redis.mode sentinel" .Values.redis.sentinelMaster | quote }}
+{{- end }}
 - name: CAUCUS_NATS_REPLICAS
   value: {{ .Values.nats.replicas | int | quote }}
 - name: CAUCUS_SUBJECT_PREFIX
