@@ -43,6 +43,8 @@ mod patterns;
 mod pause_resume;
 mod readme_walkthrough;
 mod reconcile;
+mod redis_cluster;
+mod redis_sentinel;
 mod requests;
 mod scaling;
 mod security_roles;
