@@ -321,6 +321,73 @@ mod tests {
         assert!(!e.contains("secret"), "{e}");
     }
 
+    #[test]
+    fn cluster_and_sentinel_entries_are_checked_one_by_one() {
+        let cfg = RedisConfig {
+            mode: RedisMode::Cluster,
+            url: "redis://:secret@127.0.0.1:7000, nope://:secret@h:1".into(),
+            ..RedisConfig::default()
+        };
+        let e = build_pool(&cfg).unwrap_err().to_string();
+        assert!(e.contains("redis.url entry nope://:***@h:1"), "{e}");
+        assert!(!e.contains("secret"), "{e}");
+        let cfg = RedisConfig {
+            mode: RedisMode::Cluster,
+            url: "redis://127.0.0.1:7000,redis://127.0.0.1:7001".into(),
+            ..RedisConfig::default()
+        };
+        assert!(build_pool(&cfg).unwrap().is_cluster());
+    }
+
+    #[test]
+    fn sentinel_data_nodes_take_the_configured_credentials_else_the_urls() {
+        let mut cfg = RedisConfig {
+            mode: RedisMode::Sentinel,
+            url: "rediss://surl:spw@127.0.0.1:26379/3".into(),
+            sentinel_master: Some("m".into()),
+            ..RedisConfig::default()
+        };
+        let first = parse_url(&cfg, &cfg.url).unwrap();
+        let node = |cfg: &RedisConfig| {
+            let i = sentinel_node_info(cfg, &first);
+            let r = i.redis_connection_info.unwrap();
+            (i.tls_mode.is_some(), r.username, r.password, r.db)
+        };
+        assert_eq!(
+            node(&cfg),
+            (true, Some("surl".into()), Some("spw".into()), 3)
+        );
+        cfg.username = Some("worker".into());
+        cfg.password = Some("s3cret".into());
+        assert_eq!(
+            node(&cfg),
+            (true, Some("worker".into()), Some("s3cret".into()), 3)
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_cluster_names_every_seed_without_passwords() {
+        let cfg = RedisConfig {
+            mode: RedisMode::Cluster,
+            url: format!(
+                "redis://:secret@127.0.0.1:{},redis://:secret@127.0.0.1:{}",
+                unused_port(),
+                unused_port()
+            ),
+            connect_attempts: 2,
+            connect_backoff_max: Duration::from_millis(10),
+            connect_timeout: Duration::from_millis(200),
+            ..RedisConfig::default()
+        };
+        let e = connect(&cfg).await.unwrap_err().to_string();
+        assert!(
+            e.contains("could not reach Redis at redis://:***@127.0.0.1:"),
+            "{e}"
+        );
+        assert_eq!(e.matches(":***@").count(), 2, "{e}");
+        assert!(!e.contains("secret"), "{e}");
+    }
+
     fn unused_port() -> u16 {
         std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
