@@ -15,7 +15,7 @@ use super::Role;
 /// `UNWATCH` is how the connection pool (deadpool-redis) checks a pooled
 /// connection before reuse.
 pub const SERVICE_COMMANDS: &str = "-@all +@read +@write +@connection -@dangerous \
-     +evalsha +eval +script|load +script|exists +ping +time +select +unwatch";
+     +evalsha +eval +script|load +script|exists +ping +time +select +unwatch +cluster|slots";
 
 /// The Redis rules of `role` under key prefix `prefix` (without the user
 /// name and password); `None` for a role that does not use Redis.
