@@ -3,12 +3,17 @@
 //! other services bind, see [`super::bind`]).
 //!
 //! Every function is idempotent and safe to run from many processes at once:
-//! each tries an update first, creates on "not found", and when it loses a
-//! creation race ("already in use") goes round again and updates instead.
+//! each tries a creation first (answered with the stream when it exists
+//! with the same config), updates when it exists with another config, and
+//! goes round again when it was deleted in between or when a cluster left
+//! the request unanswered (a replicated stream just created by a racing
+//! process has no leader yet).
 
 use std::time::Duration;
 
-use async_nats::jetstream::context::{CreateStreamErrorKind, UpdateKeyValueErrorKind};
+use async_nats::jetstream::context::{
+    CreateKeyValueErrorKind, CreateStreamError, CreateStreamErrorKind, UpdateKeyValueErrorKind,
+};
 use async_nats::jetstream::stream::{self, DiscardPolicy, RetentionPolicy, StorageType};
 use async_nats::jetstream::ErrorCode;
 use async_nats::jetstream::{kv, Context};
@@ -63,14 +68,30 @@ pub async fn ensure_stream(js: &Context, config: stream::Config) -> Result<strea
     let fail = |e: &dyn std::fmt::Display| Error::nats(format!("stream {name}: {e}"));
     let mut last = String::new();
     for _ in 0..RACE_ROUNDS {
-        match js.update_stream(&config).await {
-            Ok(info) => return Ok(info),
-            Err(e) if e.kind() == CreateStreamErrorKind::NotFound => {}
-            Err(e) => return Err(fail(&e)),
-        }
+        // Create first: creating a stream that exists with this very config
+        // is answered with its info, and two processes creating a fresh
+        // cluster's streams at once send identical creations. An update
+        // sent while a racing creation is still electing its RAFT leader
+        // goes unanswered on a cluster, and so did the creation it raced
+        // (each such collision cost a whole request timeout).
         match js.create_stream(config.clone()).await {
             Ok(s) => return Ok(s.cached_info().clone()),
-            Err(e) if lost_race(&e.kind()) => last = e.to_string(),
+            // It exists with another config: update it below.
+            Err(e) if lost_race(&e.kind()) => {}
+            Err(e) if timed_out(&e) => {
+                last = e.to_string();
+                continue;
+            }
+            Err(e) => return Err(fail(&e)),
+        }
+        let mut update = config.clone();
+        update.num_replicas = replicas_kept(js, &name, config.num_replicas).await;
+        match js.update_stream(&update).await {
+            Ok(info) => return Ok(info),
+            // Deleted since, or not answered yet: go round again.
+            Err(e) if e.kind() == CreateStreamErrorKind::NotFound || timed_out(&e) => {
+                last = e.to_string()
+            }
             Err(e) => return Err(fail(&e)),
         }
     }
@@ -81,6 +102,50 @@ pub async fn ensure_stream(js: &Context, config: stream::Config) -> Result<strea
 
 fn lost_race(kind: &CreateStreamErrorKind) -> bool {
     matches!(kind, CreateStreamErrorKind::JetStream(e) if e.error_code() == ErrorCode::STREAM_NAME_EXIST)
+}
+
+/// The replicas an update of `stream` sets: `wanted`, or the stream's own
+/// when it has more. Updates never scale a stream down: a process left at
+/// the default `nats.replicas = 1` on a cluster would otherwise cut every
+/// R3 stream to one copy when it starts (scaling down is an operator's
+/// deliberate act, e.g. `nats stream edit --replicas`).
+async fn replicas_kept(js: &Context, stream: &str, wanted: usize) -> usize {
+    let Ok(s) = js.get_stream(stream).await else {
+        return wanted;
+    };
+    let have = s.cached_info().config.num_replicas;
+    if have > wanted {
+        tracing::warn!(
+            stream,
+            replicas = have,
+            configured = wanted,
+            "keeping the stream's replicas: nats.replicas is lower and updates do not scale down"
+        );
+        return have;
+    }
+    wanted
+}
+
+/// Whether a JetStream request (or the one an error wraps) went unanswered.
+///
+/// On a cluster, a request about a replicated stream whose RAFT group has
+/// no leader yet gets no answer at all: one another process created a
+/// moment ago (two processes administering a fresh cluster at once, e.g.
+/// the coordinator and `caucus init`), or one whose leader just died.
+/// Asking again once the group has elected a leader is answered, and every
+/// request here is idempotent, so a timeout is another round, not a failure.
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if err
+            .downcast_ref::<CreateStreamError>()
+            .is_some_and(|e| e.kind() == CreateStreamErrorKind::TimedOut)
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
 }
 
 /// Creates or updates the KV bucket `<prefix>_<bucket>`.
@@ -134,17 +199,24 @@ async fn create_or_update_kv(js: &Context, config: kv::Config) -> Result<kv::Sto
     let fail = |e: &dyn std::fmt::Display| Error::nats(format!("kv bucket {name}: {e}"));
     let mut last = String::new();
     for _ in 0..RACE_ROUNDS {
-        match js.update_key_value(config.clone()).await {
-            Ok(store) => return Ok(store),
-            Err(e) if e.kind() == UpdateKeyValueErrorKind::NotFound => {}
-            Err(e) => return Err(fail(&e)),
-        }
+        // Create first, as [`ensure_stream`] does and for the same reason.
         match js.create_key_value(config.clone()).await {
             Ok(store) => return Ok(store),
-            // The kind does not say why creation failed; if another process
-            // just created the bucket, the next round's update succeeds, and
+            Err(e) if e.kind() == CreateKeyValueErrorKind::TimedOut => {
+                last = e.to_string();
+                continue;
+            }
+            // The kind does not say why creation failed; when the bucket
+            // exists with another config the update below applies ours, and
             // a genuine failure repeats and is reported below.
             Err(e) => last = e.to_string(),
+        }
+        let mut update = config.clone();
+        update.num_replicas = replicas_kept(js, &format!("KV_{name}"), config.num_replicas).await;
+        match js.update_key_value(update).await {
+            Ok(store) => return Ok(store),
+            Err(e) if e.kind() == UpdateKeyValueErrorKind::NotFound || timed_out(&e) => {}
+            Err(e) => return Err(fail(&e)),
         }
     }
     Err(fail(&last))
