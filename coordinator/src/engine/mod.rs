@@ -290,6 +290,28 @@ impl Engine {
         self.enqueue(workflow_id, &key);
     }
 
+    /// Puts a dispatched task back to be dispatched again, same attempt,
+    /// no sooner than `at` (its publish found no JetStream to store it:
+    /// the stream is electing a leader, or NATS is out of reach).
+    pub fn requeue_at(&mut self, workflow_id: &str, task_id: &str, at: DateTime<Utc>) {
+        let key = task_id
+            .strip_prefix(&format!("{workflow_id}/"))
+            .unwrap_or(task_id)
+            .to_string();
+        let Some(t) = self
+            .workflows
+            .get_mut(workflow_id)
+            .and_then(|r| r.tasks.get_mut(&key))
+        else {
+            return;
+        };
+        if t.state != TaskRunState::Dispatched {
+            return;
+        }
+        t.not_before = Some(at);
+        self.requeue(workflow_id, task_id);
+    }
+
     /// Moves retries whose backoff elapsed into the ready queues.
     pub fn release_delayed(&mut self, now: DateTime<Utc>) {
         let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.delayed)

@@ -123,3 +123,33 @@ fn reload_counts_in_flight_and_requeues_ready() {
     assert!(e2.next_dispatches(now, |_| 1).0.is_empty());
     assert_eq!(e2.next_dispatches(now, |_| 2).0.len(), 1);
 }
+
+#[test]
+fn a_requeued_dispatch_goes_again_as_the_same_attempt_once_due() {
+    let now = Utc::now();
+    let mut e = Engine::new();
+    e.insert(instantiate(
+        "w".into(),
+        "I".into(),
+        "p".into(),
+        vec![stage("x", "a", &[], 1.0)],
+        10,
+        now,
+    ));
+    let (first, _) = e.next_dispatches(now, |_| 1);
+    assert_eq!(first.len(), 1);
+    let at = now + Duration::seconds(1);
+    e.requeue_at(&first[0].workflow_id, &first[0].task_id, at);
+    // Its slot is free, but it waits until `at`.
+    assert_eq!(e.load(now)["a"].in_flight, 0);
+    assert!(e.next_dispatches(now, |_| 1).0.is_empty());
+    let (again, _) = e.next_dispatches(at, |_| 1);
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].task_id, first[0].task_id);
+    assert_eq!(again[0].attempt, first[0].attempt);
+    assert_eq!(again[0].msg_id(), first[0].msg_id());
+    // A task no longer dispatched is left alone.
+    e.apply_event(&done(&again[0]), at);
+    e.requeue_at(&again[0].workflow_id, &again[0].task_id, at);
+    assert!(e.next_dispatches(at, |_| 1).0.is_empty());
+}

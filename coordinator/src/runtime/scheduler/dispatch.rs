@@ -1,7 +1,7 @@
 //! Dispatching: each pump hands the ready tasks within capacity to
 //! JetStream, then persists and acknowledges.
 
-use async_nats::jetstream::context::{PublishAckFuture, PublishError};
+use async_nats::jetstream::context::{PublishAckFuture, PublishError, PublishErrorKind};
 use async_nats::HeaderMap;
 use chrono::Utc;
 use futures::future::join_all;
@@ -13,6 +13,28 @@ use caucus_shared::task::TaskDispatch;
 
 use super::Scheduler;
 use crate::runtime::gates;
+
+/// How long a dispatch no JetStream stored waits before it is published
+/// again.
+const UNSTORED_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether a publish failed for want of a JetStream to store it, not
+/// because of the message: nobody answered for the stream (503, as while a
+/// cluster elects the stream's leader after its node died: up to the RAFT
+/// election timeout, several seconds), the ack did not come, or the
+/// connection broke. Such a dispatch is published again as the same
+/// attempt instead of failing it: an outage would otherwise spend the
+/// task's whole retry budget (3 attempts, 200 ms apart) in a second and
+/// pause its workflow. Publishing it again is safe: the same `Nats-Msg-Id`
+/// is dropped as a duplicate if the first copy was stored after all.
+fn unstored(e: &PublishError) -> bool {
+    matches!(
+        e.kind(),
+        PublishErrorKind::StreamNotFound
+            | PublishErrorKind::TimedOut
+            | PublishErrorKind::BrokenPipe
+    )
+}
 
 impl Scheduler {
     /// Dispatch within capacity, publish, persist, then ack events.
@@ -85,9 +107,9 @@ impl Scheduler {
                 match r {
                     Ok(f) => match f.await {
                         Ok(_) => Ok(d.task_id),
-                        Err(e) => Err((d, e.to_string())),
+                        Err(e) => Err((d, e)),
                     },
-                    Err(e) => Err((d, e.to_string())),
+                    Err(e) => Err((d, e)),
                 }
             }
             .instrument(span)
@@ -101,8 +123,15 @@ impl Scheduler {
                 Err((d, e)) => failed.push((d, e)),
             }
         }
+        let later = now + chrono::Duration::from_std(UNSTORED_RETRY).expect("small");
         for (d, e) in failed {
-            self.dispatch_failed(&d, &e);
+            if unstored(&e) {
+                tracing::warn!(task_id = %d.task_id, attempt = d.attempt, error = %e, "no JetStream stored the dispatch; publishing it again shortly");
+                self.engine.requeue_at(&d.workflow_id, &d.task_id, later);
+                self.dirty.insert(d.workflow_id.clone());
+            } else {
+                self.dispatch_failed(&d, &e.to_string());
+            }
         }
     }
 
@@ -161,7 +190,8 @@ impl Scheduler {
         span
     }
 
-    /// A dispatch JetStream did not confirm fails its attempt (transient),
+    /// A dispatch JetStream refused (not for want of a stream, see
+    /// [`unstored`]) fails its attempt (transient),
     /// so the task's retry policy backs it off or fails it with the reason
     /// instead of republishing it on every pump while NATS is unwell. If
     /// the message was stored after all, the worker's events of that
