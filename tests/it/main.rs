@@ -2,6 +2,7 @@
 //! their own binary, so the workspace is linked once instead of once per file.
 //! `cargo test -p caucus-tests --test it gates::` runs one module.
 
+mod cluster_common;
 mod common;
 mod facilitator_common;
 
@@ -36,6 +37,7 @@ mod identity;
 mod level_review;
 mod macro_broadcast;
 mod metrics_scrape;
+mod nats_cluster;
 mod nats_restart;
 mod otlp_metrics;
 mod outside_messages;

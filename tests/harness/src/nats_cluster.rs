@@ -233,6 +233,17 @@ impl NatsCluster {
     }
 }
 
+impl Drop for NatsCluster {
+    /// A failing test keeps the nodes' stores and logs (and whatever else
+    /// it put in [`NatsCluster::dir`]) for a post-mortem.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.dir.disable_cleanup(true);
+            eprintln!("NATS cluster files kept in {}", self.dir.path().display());
+        }
+    }
+}
+
 /// The `"leader"` of the `"meta_cluster"` object of a `/jsz` answer (the
 /// harness has no JSON parser; the key is unique inside that object, whose
 /// replicas list names peers under `"name"`).
