@@ -5,7 +5,9 @@
 //! idle slots. For every task the bench records, from core subscriptions
 //! to the task and event subjects:
 //! - `dispatched_at` (coordinator, in the TaskDispatch body),
-//! - `started_at` (worker, in the started event),
+//! - `started_at` (worker, in the started event; a task that ends within
+//!   `worker.started_delay` has none, and its completed event carries the
+//!   same `started_at`),
 //! - `at` of each dependency's completed event (worker, just before it
 //!   publishes it).
 //!
@@ -81,7 +83,10 @@ pub async fn run(workflows: usize) -> Result<Run> {
                 match (kind, v["status"].as_str()) {
                     ("dispatch", _) => t.dispatched = ts(&v["dispatched_at"]),
                     (_, Some("started")) => t.started = ts(&v["started_at"]),
-                    (_, Some("completed")) => t.completed = ts(&v["at"]),
+                    (_, Some("completed")) => {
+                        t.completed = ts(&v["at"]);
+                        t.started = t.started.or(ts(&v["started_at"]));
+                    }
                     _ => {}
                 }
             }

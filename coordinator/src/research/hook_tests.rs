@@ -674,3 +674,45 @@ fn research_runs_have_no_level_reviews_so_a_failed_stream_cannot_hold_them() {
         })
     );
 }
+
+#[test]
+fn a_stream_that_ends_before_its_started_is_sent_is_audited_as_started_too() {
+    // worker.started_delay: a stream done within it reports only
+    // `completed`, carrying started_at; the run must read as if `started`
+    // had come first (in the same batch, so at the same `now`).
+    let run = |announce: bool| {
+        let mut r = record();
+        r.dispatch("discover#0", ms(0));
+        let mut s = ev(&r, "discover#0", TaskStatus::Started, None, ms(10));
+        s.started_at = Some(ms(10));
+        let mut done = ev(
+            &r,
+            "discover#0",
+            TaskStatus::Completed,
+            Some(sources(1, 5)),
+            ms(60),
+        );
+        done.started_at = Some(ms(10));
+        if announce {
+            r.apply_event(&s, ms(70));
+        }
+        assert!(matches!(
+            r.apply_event(&done, ms(70)),
+            EventOutcome::Completed { .. }
+        ));
+        r
+    };
+    let (alone, both) = (run(false), run(true));
+    assert_eq!(
+        serde_json::to_value(&alone).unwrap(),
+        serde_json::to_value(&both).unwrap()
+    );
+    let s = &alone.research.as_ref().unwrap().streams[&1];
+    assert_eq!(s.state, StreamState::Complete);
+    assert_eq!(s.started_at, Some(ms(10)));
+    assert!(s.eta.is_some_and(|eta| eta > ms(10)), "{:?}", s.eta);
+    let a = actions(&alone);
+    let started = a.iter().position(|x| x == "stream-1 started");
+    let complete = a.iter().position(|x| x == "stream-1 stream_complete");
+    assert!(started.is_some() && started < complete, "{a:?}");
+}

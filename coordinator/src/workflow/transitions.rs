@@ -57,6 +57,26 @@ pub enum EventOutcome {
     Failed(RetryDecision),
 }
 
+/// The `started` event a terminal event stands for (its output, error
+/// and message belong to the end).
+fn started_part(ev: &TaskEvent) -> TaskEvent {
+    TaskEvent {
+        schema_version: ev.schema_version,
+        task_id: ev.task_id.clone(),
+        workflow_id: ev.workflow_id.clone(),
+        stage: ev.stage.clone(),
+        agent_type: ev.agent_type.clone(),
+        attempt: ev.attempt,
+        status: TaskStatus::Started,
+        worker_id: ev.worker_id.clone(),
+        output: None,
+        error: None,
+        message: None,
+        started_at: ev.started_at,
+        at: ev.started_at.unwrap_or(ev.at),
+    }
+}
+
 impl WorkflowRecord {
     fn stage(&self, name: &str) -> Option<&StageDef> {
         self.stages.iter().find(|s| s.name == name)
@@ -236,21 +256,22 @@ impl WorkflowRecord {
         if ev.attempt != t.attempt || t.state == TaskRunState::Waiting {
             return EventOutcome::Ignored("stale attempt");
         }
+        let unannounced = t.state != TaskRunState::Running;
         match ev.status {
             TaskStatus::Started | TaskStatus::Progress => {
-                // From `ready` only in the case above (older attempts were
-                // refused by the attempt check).
-                t.not_before = None;
-                t.state = TaskRunState::Running;
-                t.worker_id = Some(ev.worker_id.clone());
-                if t.started_at.is_none() || ev.status == TaskStatus::Started {
-                    t.started_at = ev.started_at.or(Some(ev.at));
-                }
-                self.updated_at = now;
-                for hook in record_hooks() {
-                    hook.on_started(self, &key, ev, now);
-                }
+                self.start(&key, ev, now);
                 EventOutcome::Started
+            }
+            TaskStatus::Completed | TaskStatus::Failed
+                if unannounced && ev.started_at.is_some() =>
+            {
+                // A worker publishes no `started` for an attempt that ends
+                // within `worker.started_delay` (and one can be lost): its
+                // terminal event says when it started, and is applied as
+                // that start and then as the end, so the record (the
+                // research audit trail too) is what both events make.
+                self.start(&key, &started_part(ev), now);
+                self.apply_event_inner(ev, now, tiers)
             }
             TaskStatus::Completed => {
                 t.state = TaskRunState::Completed;
@@ -348,6 +369,25 @@ impl WorkflowRecord {
                     rule: c.rule,
                 })
             }
+        }
+    }
+
+    /// The worker of `ev` started the task `key` (or reported progress):
+    /// it runs (from `ready` only for the first attempt's unrecorded
+    /// dispatch; older attempts were refused before).
+    fn start(&mut self, key: &str, ev: &TaskEvent, now: DateTime<Utc>) {
+        let Some(t) = self.tasks.get_mut(key) else {
+            return;
+        };
+        t.not_before = None;
+        t.state = TaskRunState::Running;
+        t.worker_id = Some(ev.worker_id.clone());
+        if t.started_at.is_none() || ev.status == TaskStatus::Started {
+            t.started_at = ev.started_at.or(Some(ev.at));
+        }
+        self.updated_at = now;
+        for hook in record_hooks() {
+            hook.on_started(self, key, ev, now);
         }
     }
 
@@ -651,6 +691,97 @@ mod tests {
         }
         let d = r.dispatch("merge", Utc::now()).unwrap();
         assert_eq!(d.inputs["discover"].as_array().unwrap().len(), 3);
+    }
+
+    /// `events` applied to a fresh record whose screening was dispatched
+    /// at `t0`; the outcomes and the record after.
+    fn after(events: &[TaskEvent], t0: DateTime<Utc>) -> (Vec<EventOutcome>, Value) {
+        let mut r = instantiate("w".into(), "A".into(), "p".into(), stock(), 10, t0);
+        r.dispatch("screening", t0).unwrap();
+        let outcomes = events
+            .iter()
+            .map(|e| r.apply_event(e, e.at + ChronoDuration::milliseconds(1)))
+            .collect();
+        (outcomes, serde_json::to_value(&r).unwrap())
+    }
+
+    /// The worker's `started` (at `t0 + 1 ms`) and its terminal event of
+    /// `status` (at `t0 + 9 ms`), both saying the attempt started at
+    /// `t0 + 1 ms`.
+    fn announced_and_ended(status: TaskStatus, t0: DateTime<Utc>) -> [TaskEvent; 2] {
+        let r = instantiate("w".into(), "A".into(), "p".into(), stock(), 10, t0);
+        let begun = t0 + ChronoDuration::milliseconds(1);
+        let mut started = ev(&r, "screening", 1, TaskStatus::Started);
+        (started.started_at, started.at) = (Some(begun), begun);
+        let mut end = ev(&r, "screening", 1, status);
+        (end.started_at, end.at) = (Some(begun), t0 + ChronoDuration::milliseconds(9));
+        [started, end]
+    }
+
+    #[test]
+    fn a_terminal_event_without_its_started_is_applied_as_both() {
+        let t0 = Utc::now();
+        // Completed; failed for a retry; failed for good (the workflow
+        // pauses).
+        for (status, permanent) in [
+            (TaskStatus::Completed, false),
+            (TaskStatus::Failed, false),
+            (TaskStatus::Failed, true),
+        ] {
+            let [started, mut end] = announced_and_ended(status, t0);
+            if let Some(err) = end.error.as_mut().filter(|_| permanent) {
+                err.class = ErrorClass::Permanent;
+            }
+            let (both, both_rec) = after(&[started, end.clone()], t0);
+            let (alone, alone_rec) = after(std::slice::from_ref(&end), t0);
+            assert_eq!(both[0], EventOutcome::Started);
+            assert_eq!(alone[0], both[1], "{status:?}, permanent: {permanent}");
+            assert_eq!(alone_rec, both_rec, "{status:?}, permanent: {permanent}");
+        }
+        // The end is what counts: a completion without `started` frees
+        // what it unblocks and records when the attempt ran.
+        let [_, done] = announced_and_ended(TaskStatus::Completed, t0);
+        let (o, rec) = after(&[done], t0);
+        assert!(
+            matches!(&o[0], EventOutcome::Completed { newly_ready, .. } if newly_ready.len() == 2),
+            "{o:?}"
+        );
+        let t = &rec["tasks"]["screening"];
+        assert_eq!(t["state"], "completed", "{t}");
+        assert_eq!(t["worker_id"], "w1", "{t}");
+        let at = |v: &Value| v.as_str().unwrap().parse::<DateTime<Utc>>().unwrap();
+        assert_eq!(at(&t["started_at"]), t0 + ChronoDuration::milliseconds(1));
+        assert_eq!(at(&t["finished_at"]), t0 + ChronoDuration::milliseconds(9));
+    }
+
+    #[test]
+    fn a_failure_the_coordinator_records_starts_nothing() {
+        // A silent or undeliverable attempt is failed with the record's own
+        // started_at: for one never heard of, none; it must stay unstarted.
+        let t0 = Utc::now();
+        let mut r = instantiate("w".into(), "A".into(), "p".into(), stock(), 10, t0);
+        r.dispatch("screening", t0).unwrap();
+        let mut e = ev(&r, "screening", 1, TaskStatus::Failed);
+        e.worker_id = "coordinator".into();
+        assert!(matches!(
+            r.apply_event(&e, t0),
+            EventOutcome::Failed(RetryDecision::Retry { attempt: 2, .. })
+        ));
+        let t = &r.tasks["screening"];
+        assert_eq!(t.started_at, None);
+        assert_eq!(t.state, TaskRunState::Ready);
+    }
+
+    #[test]
+    fn a_late_started_after_the_end_changes_nothing() {
+        // Published before the terminal event but consumed after it (or
+        // redelivered): the task is finished and stays so.
+        let t0 = Utc::now();
+        let [started, done] = announced_and_ended(TaskStatus::Completed, t0);
+        let (o, rec) = after(&[done.clone(), started], t0);
+        assert_eq!(o[1], EventOutcome::Ignored("task already finished"));
+        let (_, done_only) = after(&[done], t0);
+        assert_eq!(rec, done_only);
     }
 
     #[test]

@@ -41,6 +41,14 @@ pub struct WorkerConfig {
     pub ack_wait: Duration,
     /// Deliveries of one task message before JetStream gives up on it.
     pub max_deliver: i64,
+    /// How long an attempt runs before the worker publishes its `started`
+    /// event (`CAUCUS_WORKER_STARTED_DELAY`). An attempt that ends sooner
+    /// publishes none: its `completed` or `failed` event carries
+    /// `started_at` and the coordinator applies it as start and end, which
+    /// saves a stored event per short task. `0s` publishes `started`
+    /// before the handler runs (and hands the task back if it cannot).
+    #[serde(with = "humantime_serde")]
+    pub started_delay: Duration,
     /// Pace built-in tasks to their expected duration (the demo does).
     pub pace: bool,
     /// Directory of a fundamentals data set replacing the bundled one.
@@ -107,6 +115,7 @@ impl Default for WorkerConfig {
             fetch_wait: Duration::from_millis(500),
             ack_wait: Duration::from_secs(30),
             max_deliver: 20,
+            started_delay: Duration::from_millis(250),
             pace: false,
             data_path: None,
             margin_debate_gap: 0.03,
@@ -125,6 +134,8 @@ impl Default for WorkerConfig {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use crate::config::ConfigLoader;
 
     #[test]
@@ -145,6 +156,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("worker.max_output_bytes must be > 0"), "{e}");
+    }
+
+    #[test]
+    fn started_delay_defaults_to_250_ms_and_follows_the_env() {
+        let c = ConfigLoader::new().load().unwrap();
+        assert_eq!(c.worker.started_delay, Duration::from_millis(250));
+        let env = |v: &str| vec![("CAUCUS_WORKER_STARTED_DELAY".to_string(), v.to_string())];
+        let c = ConfigLoader::new().env(env("0s")).load().unwrap();
+        assert_eq!(c.worker.started_delay, Duration::ZERO);
+        let c = ConfigLoader::new().env(env("1s 500ms")).load().unwrap();
+        assert_eq!(c.worker.started_delay, Duration::from_millis(1500));
+        let e = ConfigLoader::new()
+            .env(env("soon"))
+            .load()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expected a duration"), "{e}");
     }
 
     #[test]

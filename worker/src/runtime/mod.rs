@@ -8,6 +8,7 @@ mod heartbeat;
 mod lease;
 mod report;
 mod slot;
+mod started;
 pub(crate) mod task_span;
 
 use std::sync::Arc;

@@ -8,6 +8,11 @@
 //! Redis. Nothing is reported for the cancelled run, so the redelivered run's
 //! completion is the only one, and no task runs without a live lease.
 //!
+//! An attempt still running after `worker.started_delay` publishes its
+//! `started` event then, while it runs ([`super::started`]); one that ends
+//! sooner publishes none (its terminal event carries `started_at`). With a
+//! zero delay `started` is stored before the handler runs.
+//!
 //! A completed run publishes, in order: its findings, its other messages,
 //! the confirmations it owes the senders of the findings in its inputs (see
 //! [`crate::confirmations`]), then the `completed` event, then acks. A crash
@@ -27,9 +32,10 @@ use tracing::Instrument;
 
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
 use caucus_shared::redis::{Acquired, CapacitySemaphore};
-use caucus_shared::task::{TaskDispatch, TaskStatus};
+use caucus_shared::task::{TaskDispatch, TaskEvent, TaskStatus};
 
 use super::lease::LeaseKeeper;
+use super::started;
 use super::task_span::task_span;
 use super::{Reporter, WorkerDeps};
 use crate::metrics::{instruments, Outcome};
@@ -43,7 +49,7 @@ const LEASE_WARN_EVERY: Duration = Duration::from_secs(30);
 const CONFIRM_TRIES: u32 = 3;
 const CONFIRM_RETRY: Duration = Duration::from_millis(200);
 
-/// A task between `started` and its result.
+/// A task between its start and its result.
 struct InFlight<'a> {
     msg: &'a jetstream::Message,
     task: &'a TaskDispatch,
@@ -230,23 +236,39 @@ impl Slot {
         keeper: &LeaseKeeper,
     ) -> Outcome {
         let started_at = self.deps.clock.now();
-        let started = self.reporter.event(&task, TaskStatus::Started, started_at);
-        if let Err(e) = self.reporter.publish(&started).await {
-            tracing::warn!(task_id = %task.task_id, error = %e, "cannot report start; task returns to the queue");
-            let _ = msg
-                .ack_with(AckKind::Nak(Some(Duration::from_millis(500))))
-                .await;
-            return Outcome::Abandoned;
-        }
-        // Keep the message alive while the handler runs (the keeper renews
-        // the lease); stop the handler if the lease is lost.
+        let delay = self.deps.config.worker.started_delay;
         let flight = InFlight {
             msg,
             task: &task,
             started_at,
         };
-        let run = self.kept_alive_until(&flight, keeper.lost(), self.run_paced(&task));
-        let Some(result) = run.await else {
+        let attempt = self.attempt(&flight, keeper);
+        let ended = if delay.is_zero() {
+            // Stored before the handler runs; if it cannot be, nobody
+            // would hear of the attempt until it ends: hand it back.
+            let started = self.reporter.event(&task, TaskStatus::Started, started_at);
+            if let Err(e) = self.reporter.publish(&started).await {
+                tracing::warn!(task_id = %task.task_id, error = %e, "cannot report start; task returns to the queue");
+                let _ = msg
+                    .ack_with(AckKind::Nak(Some(Duration::from_millis(500))))
+                    .await;
+                return Outcome::Abandoned;
+            }
+            attempt.await
+        } else {
+            // Announced only if still running after the delay; the
+            // terminal event carries started_at and stands for both.
+            let announce = async {
+                let started = self.reporter.event(&task, TaskStatus::Started, started_at);
+                if let Err(e) = self.reporter.publish(&started).await {
+                    // Already running: the progress events and the
+                    // terminal event tell the coordinator instead.
+                    tracing::warn!(task_id = %task.task_id, error = %e, "start not reported");
+                }
+            };
+            started::announced_after(delay, attempt, announce).await
+        };
+        let Some((ev, outcome)) = ended else {
             // The run was dropped: an exec: command's processes are killed,
             // an http: request dropped. Nothing is reported: the redelivered
             // run reports, so no completion is applied twice.
@@ -254,48 +276,6 @@ impl Slot {
                 "capacity lease lost: task cancelled and returned to the queue");
             let _ = msg.ack_with(AckKind::Nak(None)).await;
             return Outcome::Abandoned;
-        };
-        let outcome = if result.is_ok() {
-            Outcome::Completed
-        } else {
-            Outcome::Failed
-        };
-        let ev = match result {
-            Ok(out) => {
-                // Findings wait while the agent's debate sync lock is held
-                // (up to worker.sync_lock_wait): keep alive meanwhile too.
-                if !out.findings.is_empty() {
-                    let findings = async {
-                        for (i, f) in out.findings.into_iter().enumerate() {
-                            if let Err(e) = self.reporter.finding(&task, i, f.content).await {
-                                tracing::warn!(task_id = %task.task_id, error = %e, "finding not published");
-                            }
-                        }
-                    };
-                    self.kept_alive(&flight, findings).await;
-                }
-                for m in out.messages {
-                    if let Err(e) = self.reporter.message(&m).await {
-                        tracing::warn!(task_id = %task.task_id, error = %e, "message not published");
-                    }
-                }
-                // Confirmations go out before the completion: a crash in
-                // between re-runs the task, whose confirmations carry the
-                // same Nats-Msg-Id and are de-duplicated by the stream.
-                let owed = crate::confirmations::confirmations(&task, &out.answers);
-                if !owed.is_empty() {
-                    self.kept_alive(&flight, self.confirm(&task, owed)).await;
-                }
-                let mut ev = self
-                    .reporter
-                    .event(&task, TaskStatus::Completed, started_at);
-                ev.output = Some(out.output);
-                ev
-            }
-            Err(err) => {
-                tracing::info!(task_id = %task.task_id, error_type = %err.error_type, "task failed");
-                self.reporter.failed(&task, started_at, err)
-            }
         };
         // Report first, ack second: a crash in between re-runs the task,
         // and the coordinator records only the first completion.
@@ -313,6 +293,63 @@ impl Slot {
             tracing::warn!(task_id = %task.task_id, error = %e, "ack failed; a redelivery will be ignored");
         }
         outcome
+    }
+
+    /// Runs the handler and publishes what a completed run produced (its
+    /// findings, messages and confirmations); returns the terminal event
+    /// to report, or `None` when the lease was lost and the run cancelled.
+    async fn attempt(
+        &self,
+        flight: &InFlight<'_>,
+        keeper: &LeaseKeeper,
+    ) -> Option<(TaskEvent, Outcome)> {
+        let task = flight.task;
+        // Keep the message alive while the handler runs (the keeper renews
+        // the lease); stop the handler if the lease is lost.
+        let result = self
+            .kept_alive_until(flight, keeper.lost(), self.run_paced(task))
+            .await?;
+        let ev = match result {
+            Ok(out) => {
+                // Findings wait while the agent's debate sync lock is held
+                // (up to worker.sync_lock_wait): keep alive meanwhile too.
+                if !out.findings.is_empty() {
+                    let findings = async {
+                        for (i, f) in out.findings.into_iter().enumerate() {
+                            if let Err(e) = self.reporter.finding(task, i, f.content).await {
+                                tracing::warn!(task_id = %task.task_id, error = %e, "finding not published");
+                            }
+                        }
+                    };
+                    self.kept_alive(flight, findings).await;
+                }
+                for m in out.messages {
+                    if let Err(e) = self.reporter.message(&m).await {
+                        tracing::warn!(task_id = %task.task_id, error = %e, "message not published");
+                    }
+                }
+                // Confirmations go out before the completion: a crash in
+                // between re-runs the task, whose confirmations carry the
+                // same Nats-Msg-Id and are de-duplicated by the stream.
+                let owed = crate::confirmations::confirmations(task, &out.answers);
+                if !owed.is_empty() {
+                    self.kept_alive(flight, self.confirm(task, owed)).await;
+                }
+                let mut ev = self
+                    .reporter
+                    .event(task, TaskStatus::Completed, flight.started_at);
+                ev.output = Some(out.output);
+                (ev, Outcome::Completed)
+            }
+            Err(err) => {
+                tracing::info!(task_id = %task.task_id, error_type = %err.error_type, "task failed");
+                (
+                    self.reporter.failed(task, flight.started_at, err),
+                    Outcome::Failed,
+                )
+            }
+        };
+        Some(ev)
     }
 
     /// Publishes the confirmations a completed task owes, each tried up to
