@@ -242,7 +242,9 @@ impl Slot {
             task: &task,
             started_at,
         };
-        let attempt = self.attempt(&flight, keeper);
+        // On the heap: held across the select and join of the delayed
+        // announcement, it made a debug build's slot overflow its stack.
+        let attempt = Box::pin(self.attempt(&flight, keeper));
         let ended = if delay.is_zero() {
             // Stored before the handler runs; if it cannot be, nobody
             // would hear of the attempt until it ends: hand it back.
