@@ -109,7 +109,10 @@ async fn a_task_still_running_at_the_delay_is_announced_while_it_runs() {
     let (s, d) = (started[0], done[0]);
     // Held back for the delay, from the attempt's own start.
     let held = ts(&s["at"]) - ts(&s["started_at"]);
-    assert!(held.num_milliseconds() >= 300, "published {held} after the start");
+    assert!(
+        held.num_milliseconds() >= 300,
+        "published {held} after the start"
+    );
     assert!(ts(&s["at"]) < ts(&d["at"]), "{s} then {d}");
     assert_eq!(s["started_at"], d["started_at"]);
     let pos = |e: &Value| events.iter().position(|x| x == e).unwrap();
