@@ -13,6 +13,7 @@ mod bounded_records;
 mod bounded_replies;
 mod capacity_faults;
 mod cli;
+mod cluster_faults;
 mod console_actions;
 mod console_auth;
 mod console_browser;

@@ -1,0 +1,147 @@
+//! Everything clustered at once: a 3-node NATS JetStream cluster (R3), a
+//! 6-node Redis Cluster, two coordinators (active and standby) and two
+//! workers. Mid-batch the node leading the tasks stream, the Redis master
+//! holding the capacity semaphore and the active coordinator are SIGKILLed
+//! together: the standby leads within `leader_lease` of the kill (plus its
+//! retry period, `leader_lease / 4`, and the Redis failover), every
+//! workflow completes, each recorded completion is applied once, and the
+//! capacity cap holds; once the nodes are back one more workflow runs.
+
+use std::time::{Duration, Instant};
+
+use caucus_harness::{NatsCluster, RedisCluster, Service};
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use crate::cluster_common::{
+    assert_each_completion_applied_once, longest_stall, peak_concurrency, status, stream_cluster,
+    wait_completed, ClusterEnv,
+};
+use crate::common::{pipeline, task_events};
+
+const CAP: usize = 2;
+/// `coordinator.leader_lease` of both coordinators.
+const LEADER_LEASE: Duration = Duration::from_secs(2);
+/// A Redis Cluster master's replacement as the harness runs it: the
+/// `cluster-node-timeout` (1 s) to declare it failed, then the replica's
+/// election and the client's slot map refresh.
+const REDIS_FAILOVER: Duration = Duration::from_secs(2);
+
+/// When the coordinator logged that it leads, once it has.
+fn led_at(c: &Service) -> Option<DateTime<Utc>> {
+    let out = c.output();
+    let line = out
+        .lines()
+        .find(|l| l.contains(" leading ") && l.contains("epoch"))?;
+    line.split_whitespace().next()?.parse().ok()
+}
+
+fn wait_leading(c: &Service, timeout: Duration) -> DateTime<Utc> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(at) = led_at(c) {
+            return at;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "coordinator never led; output:\n{}",
+            c.output()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_survives_a_nats_node_a_redis_master_and_the_leader_dying_at_once() {
+    let mut nats = NatsCluster::start();
+    let mut redis = RedisCluster::start();
+    let cap = CAP.to_string();
+    let env = ClusterEnv::new(nats.url(), redis.url())
+        .with("CAUCUS_REDIS_MODE", "cluster")
+        .with(
+            "CAUCUS_COORDINATOR_LEADER_LEASE",
+            &format!("{}s", LEADER_LEASE.as_secs()),
+        )
+        // Silence (ack_wait + lease_ttl) outlasts a stream's leader
+        // election (4 to 9 s), and the worker's capacity lease a Redis
+        // failover (node timeout 1 s plus the election), as the defaults
+        // (30 s + 10 s) do.
+        .with("CAUCUS_WORKER_ACK_WAIT", "10s")
+        .with("CAUCUS_WORKER_LEASE_TTL", "6s")
+        .with("CAUCUS_WORKER_HEARTBEAT_INTERVAL", "300ms")
+        .with("CAUCUS_WORKER_CAPACITY_CAP__ALPHA", &cap)
+        .logs_in(nats.dir());
+    let mut active = env.coordinator(&[]);
+    wait_leading(&active, Duration::from_secs(30));
+    let mut standby = env.coordinator(&[]);
+    let _w: Vec<_> = (0..2)
+        .map(|_| env.worker("alpha,beta", 2, "sleep:60", &[]))
+        .collect();
+    let api = env.api().await;
+    let p = pipeline(
+        "two",
+        json!([
+            {"name": "x", "agent": "alpha", "expected_duration": 1.0},
+            {"name": "y", "agent": "beta", "expected_duration": 1.0, "depends_on": ["x"]}
+        ]),
+    );
+    let items: Vec<String> = (0..40).map(|i| format!("F{i}")).collect();
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+    let batch = api.submit(&refs, p.clone(), 10).await;
+    wait_completed(&api, &batch, 4, Duration::from_secs(60)).await;
+    assert!(led_at(&standby).is_none(), "two leaders at once");
+
+    let (tasks_leader, _) = stream_cluster(&api.nats, "CAUCUS_TASKS").await;
+    let node = nats
+        .index_of(&tasks_leader.expect("a tasks stream leader"))
+        .expect("a node of ours");
+    let master = redis.master_for("caucus:{sem:alpha}:holders");
+    let killed = Utc::now();
+    active.kill();
+    nats.kill(node);
+    redis.kill(master);
+
+    let took = (wait_leading(&standby, Duration::from_secs(30)) - killed)
+        .to_std()
+        .unwrap_or_default();
+    eprintln!("the standby leads {took:?} after the kill (leader_lease {LEADER_LEASE:?})");
+    // The dead leader's lock lapses at most leader_lease after the kill
+    // (it was renewed at most then); the standby tries every lease / 4; and
+    // while the Redis Cluster replaces the killed master its client stalls
+    // (tries get no answer within lease / 4) until the replica is promoted.
+    let bound = LEADER_LEASE + LEADER_LEASE / 4 + REDIS_FAILOVER;
+    assert!(
+        took <= bound,
+        "the standby led {took:?} after the kill, over {bound:?} (leader_lease {LEADER_LEASE:?})"
+    );
+    wait_completed(&api, &batch, batch.len(), Duration::from_secs(120)).await;
+    let events = task_events(&api.nats).await;
+    eprintln!(
+        "batch done {:?} after the kill; longest pause between completions {:?}",
+        (Utc::now() - killed).to_std().unwrap_or_default(),
+        longest_stall(&events, killed)
+    );
+
+    // Everything back: one more workflow.
+    tokio::task::block_in_place(|| {
+        redis.wait_failover();
+        redis.restart(master);
+        nats.restart(node);
+    });
+    let last = api.submit(&["F40"], p, 10).await;
+    wait_completed(&api, &last, 1, Duration::from_secs(60)).await;
+
+    let all = [batch, last].concat();
+    let wfs = status(&api, &all, Instant::now() + Duration::from_secs(30)).await;
+    assert_eq!(wfs.len(), 41);
+    let events = task_events(&api.nats).await;
+    let reruns = assert_each_completion_applied_once(&wfs, &["x", "y"], &events);
+    let peak = peak_concurrency(&events, "alpha");
+    assert!(peak <= CAP, "{peak} alpha runs at once with a cap of {CAP}");
+    assert!(
+        standby.running(),
+        "the survivor exited: {}",
+        standby.output()
+    );
+    eprintln!("{reruns} tasks ran again; alpha peak {peak}");
+}
