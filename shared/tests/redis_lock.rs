@@ -136,3 +136,39 @@ async fn invalid_lock_names_are_rejected() -> Result<()> {
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
     Ok(())
 }
+
+/// A standby takes over within the lease of the holder's last renewal: it
+/// polls every lease/4 but wakes when the holder's lock runs out, so a poll
+/// phase that would land a quarter lease late does not.
+#[tokio::test]
+async fn a_standby_takes_over_when_the_silent_holders_lease_runs_out() -> Result<()> {
+    use caucus_shared::health::Health;
+    use caucus_shared::redis::leadership;
+    use tokio_util::sync::CancellationToken;
+
+    let redis = caucus_harness::Redis::start();
+    let pool = pool(redis.url()).await?;
+    let lease = Duration::from_secs(2);
+    let holder = OwnedLock::new(pool.clone(), "caucus", "coordinator-leader", "holder")?;
+    let standby = OwnedLock::new(pool.clone(), "caucus", "coordinator-leader", "standby")?;
+    let shutdown = CancellationToken::new();
+    let health = Health::default();
+    let taken = Instant::now();
+    // The holder takes the lock and then falls silent (no keeper).
+    let held = leadership::acquire(&holder, lease, 0, &shutdown, &health)
+        .await
+        .expect("the free lock");
+    // Out of phase with the expiry by 300 ms: polls at 0.3, 0.8, 1.3, 1.8
+    // and 2.3 s would take over 300 ms past the lease.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let next = leadership::acquire(&standby, lease, 0, &shutdown, &health)
+        .await
+        .expect("the expired lock");
+    let after = taken.elapsed();
+    assert!(next.epoch() > held.epoch(), "fenced");
+    assert!(
+        after < lease + Duration::from_millis(150),
+        "took over {after:?} after the holder's last renewal (lease {lease:?})"
+    );
+    Ok(())
+}

@@ -152,6 +152,10 @@ pub async fn acquire(
                     lease / 4
                 )))
             });
+        // Poll every lease/4, but no later than the moment the holder's
+        // lock runs out: a standby then takes over within `lease` of the
+        // holder's last renewal, not up to a quarter lease after it.
+        let mut pause = lease / 4;
         match tried {
             Ok(Some(epoch)) => {
                 if last_warn.is_some() {
@@ -162,6 +166,10 @@ pub async fn acquire(
             }
             Ok(None) => {
                 health.ok(health::LEADERSHIP);
+                if let Ok(Ok(Some(left))) = tokio::time::timeout(lease / 4, lock.remaining()).await
+                {
+                    pause = pause.min(left + EXPIRY_MARGIN);
+                }
                 if !logged_standby {
                     tracing::info!(lock = %lock.name(), "another instance is active; standing by");
                     logged_standby = true;
@@ -177,10 +185,15 @@ pub async fn acquire(
         }
         tokio::select! {
             _ = shutdown.cancelled() => return None,
-            _ = tokio::time::sleep(lease / 4) => {}
+            _ = tokio::time::sleep(pause) => {}
         }
     }
 }
+
+/// How long after the holder's lock should have run out a standby tries:
+/// Redis expires a key when it is next touched or by its expiry cycle, so
+/// a try right at the expiry could still find it.
+const EXPIRY_MARGIN: Duration = Duration::from_millis(5);
 
 /// Renews the lease every `lease / 3` until it is lost (another holder, or
 /// no renewal before the lease ran out) or shutdown, which releases it.

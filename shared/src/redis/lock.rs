@@ -133,6 +133,17 @@ impl OwnedLock {
         format!("{}:{}", self.key, keys::LOCK_EPOCH)
     }
 
+    /// How long the lock is still held (Redis's `PTTL`); `None` when it is
+    /// free (or has no expiry, which no caucus lock has).
+    pub async fn remaining(&self) -> Result<Option<Duration>, Error> {
+        let mut conn = self.pool.get().await.map_err(Error::pool)?;
+        let ms: i64 = ::redis::cmd("PTTL")
+            .arg(&self.key)
+            .query_async(&mut conn)
+            .await?;
+        Ok(u64::try_from(ms).ok().map(Duration::from_millis))
+    }
+
     /// The current owner's token, if the lock is held.
     pub async fn owner(&self) -> Result<Option<String>, Error> {
         let mut conn = self.pool.get().await.map_err(Error::pool)?;
