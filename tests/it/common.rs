@@ -322,16 +322,25 @@ pub async fn wait_state(api: &Api, id: &str, state: &str) -> Value {
     .await
 }
 
-/// `started` events per task id.
+/// Runs per task id, from the `started`, `completed` and `failed` events:
+/// one per (attempt, worker, `started_at`). Every event of a run carries
+/// the same `started_at`, and a worker sends no `started` for a run that
+/// ends within `worker.started_delay`.
 pub async fn starts(api: &Api) -> HashMap<String, usize> {
-    let mut m = HashMap::new();
+    let mut runs: HashMap<String, std::collections::HashSet<String>> = HashMap::new();
     for e in task_events(&api.nats).await {
-        if e["status"] == "started" {
-            *m.entry(e["task_id"].as_str().unwrap().to_string())
-                .or_default() += 1;
+        if matches!(
+            e["status"].as_str(),
+            Some("started" | "completed" | "failed")
+        ) && !e["started_at"].is_null()
+        {
+            let run = format!("{}|{}|{}", e["attempt"], e["worker_id"], e["started_at"]);
+            runs.entry(e["task_id"].as_str().unwrap().to_string())
+                .or_default()
+                .insert(run);
         }
     }
-    m
+    runs.into_iter().map(|(k, v)| (k, v.len())).collect()
 }
 
 pub async fn publish_envelope(api: &Api, subject: &str, body: Value) {
