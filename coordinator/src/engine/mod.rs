@@ -14,7 +14,7 @@ use caucus_shared::task::{TaskDispatch, TaskEvent};
 
 use crate::workflow::{
     EventOutcome, IllegalTransition, PauseOutcome, PauseSpec, ResumeError, RetryDecision,
-    TaskRunState, TierRules, WorkflowRecord, WorkflowState,
+    TaskRecord, TaskRunState, TierRules, WorkflowRecord, WorkflowState,
 };
 use caucus_shared::messages::ResumePlan;
 pub use queue::ReadyEntry;
@@ -268,20 +268,9 @@ impl Engine {
 
     /// Puts a dispatched task back in its queue (its publish failed).
     pub fn requeue(&mut self, workflow_id: &str, task_id: &str) {
-        let key = task_id
-            .strip_prefix(&format!("{workflow_id}/"))
-            .unwrap_or(task_id)
-            .to_string();
-        let Some(t) = self
-            .workflows
-            .get_mut(workflow_id)
-            .and_then(|r| r.tasks.get_mut(&key))
-        else {
+        let Some((key, t)) = self.dispatched_mut(workflow_id, task_id) else {
             return;
         };
-        if t.state != TaskRunState::Dispatched {
-            return;
-        }
         t.state = TaskRunState::Ready;
         let agent = t.agent_type.clone();
         if let Some(n) = self.in_flight.get_mut(&agent) {
@@ -294,22 +283,25 @@ impl Engine {
     /// no sooner than `at` (its publish found no JetStream to store it:
     /// the stream is electing a leader, or NATS is out of reach).
     pub fn requeue_at(&mut self, workflow_id: &str, task_id: &str, at: DateTime<Utc>) {
+        if let Some((_, t)) = self.dispatched_mut(workflow_id, task_id) {
+            t.not_before = Some(at);
+            self.requeue(workflow_id, task_id);
+        }
+    }
+
+    /// The task `task_id` of `workflow_id` (and its key in the record)
+    /// while it is dispatched; `None` otherwise.
+    fn dispatched_mut(
+        &mut self,
+        workflow_id: &str,
+        task_id: &str,
+    ) -> Option<(String, &mut TaskRecord)> {
         let key = task_id
             .strip_prefix(&format!("{workflow_id}/"))
             .unwrap_or(task_id)
             .to_string();
-        let Some(t) = self
-            .workflows
-            .get_mut(workflow_id)
-            .and_then(|r| r.tasks.get_mut(&key))
-        else {
-            return;
-        };
-        if t.state != TaskRunState::Dispatched {
-            return;
-        }
-        t.not_before = Some(at);
-        self.requeue(workflow_id, task_id);
+        let t = self.workflows.get_mut(workflow_id)?.tasks.get_mut(&key)?;
+        (t.state == TaskRunState::Dispatched).then_some((key, t))
     }
 
     /// Moves retries whose backoff elapsed into the ready queues.
