@@ -7,37 +7,18 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::common::{coordinator, eventually, pipeline, task_events, worker, Api};
+use crate::common::{
+    coordinator, eventually, peak_concurrency, pipeline, task_events, worker, Api,
+};
 use caucus_harness::{Redis, Service, Stack};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde_json::{json, Value};
-
-fn ts(v: &Value) -> DateTime<Utc> {
-    v.as_str().expect("timestamp").parse().expect("rfc3339")
-}
 
 fn one_stage(name: &str) -> Value {
     pipeline(
         name,
         json!([{"name": "x", "agent": "alpha", "expected_duration": 1.0}]),
     )
-}
-
-/// The most runs at once, from the `started_at` and `at` of every
-/// `completed` event (ends sort before starts at the same instant).
-fn peak_concurrency(events: &[Value]) -> usize {
-    let mut points: Vec<(DateTime<Utc>, i32)> = Vec::new();
-    for e in events.iter().filter(|e| e["status"] == "completed") {
-        points.push((ts(&e["started_at"]), 1));
-        points.push((ts(&e["at"]), -1));
-    }
-    points.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
-    let (mut cur, mut max) = (0i32, 0i32);
-    for (_, d) in points {
-        cur += d;
-        max = max.max(cur);
-    }
-    max as usize
 }
 
 /// Publishes `n` alpha dispatches of workflow `<name>` straight onto the
@@ -248,7 +229,7 @@ async fn flushall_under_running_workers_never_exceeds_capacity() {
             w.output()
         );
     }
-    let peak = peak_concurrency(&events);
+    let peak = peak_concurrency(&events, "alpha");
     assert!(peak <= 2, "{peak} tasks ran at once with a cap of 2");
     assert_eq!(peak, 2, "both slots should have been busy at once");
     assert!(
@@ -374,7 +355,7 @@ async fn pattern_calls_and_pipeline_tasks_share_one_capacity() {
         .count();
     assert_eq!(pattern, 6, "every pattern call ran on a worker");
     assert_eq!(done.len(), 14);
-    let peak = peak_concurrency(&events);
+    let peak = peak_concurrency(&events, "alpha");
     assert!(
         peak <= 2,
         "{peak} calls and tasks ran at once with a cap of 2"

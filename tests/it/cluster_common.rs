@@ -233,28 +233,6 @@ pub fn assert_each_completion_applied_once(
     reruns
 }
 
-/// The most runs of `agent_type` at once, from the `started_at` and `at`
-/// of every `completed` event (ends sort before starts at one instant).
-pub fn peak_concurrency(events: &[Value], agent_type: &str) -> usize {
-    let ts =
-        |v: &Value| -> DateTime<Utc> { v.as_str().expect("timestamp").parse().expect("rfc3339") };
-    let mut points: Vec<(DateTime<Utc>, i32)> = Vec::new();
-    for e in events
-        .iter()
-        .filter(|e| e["status"] == "completed" && e["agent_type"] == agent_type)
-    {
-        points.push((ts(&e["started_at"]), 1));
-        points.push((ts(&e["at"]), -1));
-    }
-    points.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
-    let (mut cur, mut max) = (0i32, 0i32);
-    for (_, d) in points {
-        cur += d;
-        max = max.max(cur);
-    }
-    max as usize
-}
-
 /// The RAFT leader of `stream` and how many of its peers are current,
 /// as the cluster reports them now (`(None, 0)` when nobody answers within
 /// 250 ms: a stream without a leader does not answer at all).

@@ -14,10 +14,10 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 
 use crate::cluster_common::{
-    assert_each_completion_applied_once, longest_stall, peak_concurrency, status, stream_cluster,
-    wait_completed, ClusterEnv,
+    assert_each_completion_applied_once, longest_stall, status, stream_cluster, wait_completed,
+    ClusterEnv,
 };
-use crate::common::{pipeline, task_events};
+use crate::common::{peak_concurrency, pipeline, task_events};
 
 const CAP: usize = 2;
 /// `coordinator.leader_lease` of both coordinators.

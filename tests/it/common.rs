@@ -204,16 +204,32 @@ pub async fn task_events(nats: &async_nats::Client) -> Vec<Value> {
     use async_nats::jetstream::consumer::{pull, AckPolicy};
     use futures::StreamExt;
     let js = async_nats::jetstream::new(nats.clone());
-    let stream = js.get_stream("CAUCUS_EVENTS").await.expect("events stream");
-    let mut consumer = stream
-        .create_consumer(pull::Config {
-            filter_subject: "caucus.events.task.>".into(),
-            ack_policy: AckPolicy::None,
-            ..Default::default()
-        })
-        .await
-        .expect("consumer");
-    let total = consumer.info().await.expect("info").num_pending as usize;
+    // On a JetStream cluster a node that just came back can leave the
+    // stream briefly without a leader to create the reader on: retry.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (consumer, total) = loop {
+        let made = async {
+            let stream = js.get_stream("CAUCUS_EVENTS").await?;
+            let mut c = stream
+                .create_consumer(pull::Config {
+                    filter_subject: "caucus.events.task.>".into(),
+                    ack_policy: AckPolicy::None,
+                    ..Default::default()
+                })
+                .await?;
+            let total = c.info().await?.num_pending as usize;
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>((c, total))
+        }
+        .await;
+        match made {
+            Ok(r) => break r,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("reading the events stream: {e}; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("cannot read the events stream: {e}"),
+        }
+    };
     let mut out = Vec::with_capacity(total);
     let mut msgs = consumer.messages().await.expect("messages");
     while out.len() < total {
@@ -430,4 +446,27 @@ pub async fn one_correlation(api: &Api, items: usize) -> Value {
         },
     )
     .await
+}
+
+/// The most runs of `agent_type` at once, from the `started_at` and `at`
+/// of every `completed` event (ends sort before starts at one instant).
+pub fn peak_concurrency(events: &[Value], agent_type: &str) -> usize {
+    use chrono::{DateTime, Utc};
+    let ts =
+        |v: &Value| -> DateTime<Utc> { v.as_str().expect("timestamp").parse().expect("rfc3339") };
+    let mut points: Vec<(DateTime<Utc>, i32)> = Vec::new();
+    for e in events
+        .iter()
+        .filter(|e| e["status"] == "completed" && e["agent_type"] == agent_type)
+    {
+        points.push((ts(&e["started_at"]), 1));
+        points.push((ts(&e["at"]), -1));
+    }
+    points.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut cur, mut max) = (0i32, 0i32);
+    for (_, d) in points {
+        cur += d;
+        max = max.max(cur);
+    }
+    max as usize
 }

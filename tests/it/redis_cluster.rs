@@ -5,13 +5,12 @@
 //! completion the coordinator recorded happened once, and the capacity cap
 //! held throughout.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::common::{coordinator, pipeline, task_events, worker, Api};
+use crate::cluster_common::assert_each_completion_applied_once;
+use crate::common::{coordinator, peak_concurrency, pipeline, task_events, worker, Api};
 use caucus_harness::{RedisCluster, Service, Stack};
-use chrono::{DateTime, Utc};
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// Capacity cap of the agent type (below the workers' 6 slots, so only the
 /// semaphore in Redis keeps it).
@@ -59,7 +58,7 @@ async fn a_batch_survives_a_redis_master_killed_mid_run() {
 
     let wfs = api.wait_completed(&ids, Duration::from_secs(120)).await;
     let events = task_events(&api.nats).await;
-    assert_each_completion_applied_once(&wfs, &events);
+    assert_each_completion_applied_once(&wfs, &["x"], &events);
     for w in &workers {
         assert!(
             !w.output().contains("capacity lease lost"),
@@ -67,7 +66,7 @@ async fn a_batch_survives_a_redis_master_killed_mid_run() {
             w.output()
         );
     }
-    let peak = peak_concurrency(&events);
+    let peak = peak_concurrency(&events, "alpha");
     assert!(peak <= CAP, "{peak} tasks ran at once with a cap of {CAP}");
     assert_eq!(
         peak, CAP,
@@ -77,47 +76,4 @@ async fn a_batch_survives_a_redis_master_killed_mid_run() {
     for w in &mut workers {
         assert!(w.running(), "worker exited: {}", w.output());
     }
-}
-
-/// Every workflow's task completed, and the attempt its record names has
-/// exactly one `completed` event.
-fn assert_each_completion_applied_once(wfs: &[Value], events: &[Value]) {
-    let mut completions: HashMap<(String, u64), usize> = HashMap::new();
-    for e in events.iter().filter(|e| e["status"] == "completed") {
-        let key = (
-            e["task_id"].as_str().expect("task_id").to_string(),
-            e["attempt"].as_u64().expect("attempt"),
-        );
-        *completions.entry(key).or_default() += 1;
-    }
-    for w in wfs {
-        let t = &w["tasks"]["x"];
-        assert_eq!(t["state"], "completed", "{w}");
-        let id = format!("{}/x", w["workflow_id"].as_str().expect("workflow_id"));
-        let attempt = t["attempt"].as_u64().expect("attempt");
-        assert_eq!(
-            completions.get(&(id.clone(), attempt)),
-            Some(&1),
-            "{id} attempt {attempt}"
-        );
-    }
-}
-
-/// The most runs at once, from the `started_at` and `at` of every
-/// `completed` event (ends sort before starts at the same instant).
-fn peak_concurrency(events: &[Value]) -> usize {
-    let ts =
-        |v: &Value| -> DateTime<Utc> { v.as_str().expect("timestamp").parse().expect("rfc3339") };
-    let mut points: Vec<(DateTime<Utc>, i32)> = Vec::new();
-    for e in events.iter().filter(|e| e["status"] == "completed") {
-        points.push((ts(&e["started_at"]), 1));
-        points.push((ts(&e["at"]), -1));
-    }
-    points.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
-    let (mut cur, mut max) = (0i32, 0i32);
-    for (_, d) in points {
-        cur += d;
-        max = max.max(cur);
-    }
-    max as usize
 }
