@@ -1,15 +1,12 @@
 //! A real `redis-server` on a free loopback port.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus};
-use std::time::Duration;
+use std::process::ExitStatus;
 
+use crate::free_port;
 use crate::process::Proc;
-use crate::{find_binary, free_port, wait_until};
+use crate::redis_node::{self, raw, wait_own_server};
 
-const INSTALL: &str = "apt-get install -y redis-server";
 /// Free ports tried before giving up.
 const PORT_ATTEMPTS: u32 = 5;
 
@@ -131,32 +128,13 @@ impl Redis {
     /// `false` when our server exited first.
     fn wait_ready_or_exit(&mut self) -> bool {
         let log = log_path(self.dir.path(), self.starts);
-        let pid = self.proc.pid().map(|p| format!("process_id:{p}\r\n"));
         let port = self.port;
-        let proc = &mut self.proc;
-        wait_until(
+        wait_own_server(
+            &mut self.proc,
             &format!("redis-server PONG (log {})", log.display()),
-            Duration::from_secs(20),
-            || {
-                if proc.try_wait().is_some() {
-                    return Some(false);
-                }
-                let info = raw(port, "INFO server").ok()?;
-                pid.as_ref()
-                    .filter(|p| info.contains(p.as_str()))
-                    .map(|_| true)
-            },
+            || raw(port, "INFO server").ok(),
         )
     }
-}
-
-fn raw(port: u16, line: &str) -> std::io::Result<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    s.write_all(format!("{line}\r\n").as_bytes())?;
-    let mut buf = [0u8; 8192];
-    let n = s.read(&mut buf)?;
-    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
 fn log_path(dir: &Path, starts: u32) -> PathBuf {
@@ -164,19 +142,8 @@ fn log_path(dir: &Path, starts: u32) -> PathBuf {
 }
 
 fn spawn(port: u16, dir: &Path, starts: u32) -> Proc {
-    let bin = find_binary("CAUCUS_REDIS_SERVER", "redis-server", INSTALL);
-    let mut cmd = Command::new(bin);
-    cmd.arg("--port")
-        .arg(port.to_string())
-        .arg("--bind")
-        .arg("127.0.0.1")
-        .arg("--save")
-        .arg("")
-        .arg("--appendonly")
-        .arg("no")
-        .arg("--dir")
-        .arg(dir);
-    Proc::spawn(cmd, &log_path(dir, starts))
+    let args = ["--save", "", "--appendonly", "no"].map(String::from);
+    redis_node::spawn(port, dir, &args, starts)
 }
 
 #[cfg(test)]

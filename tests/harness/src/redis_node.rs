@@ -85,24 +85,30 @@ impl Node {
     /// Waits until *our* server answers (its `process_id` is our child's);
     /// `false` when it exited first.
     fn wait_ready(&mut self) -> bool {
-        let pid = self.proc.pid().map(|p| format!("process_id:{p}\r\n"));
         let port = self.port;
-        let log = self.log();
-        let proc = &mut self.proc;
-        wait_until(
-            &format!("redis-server on port {port} (log {})", log.display()),
-            READY_TIMEOUT,
-            || {
-                if proc.try_wait().is_some() {
-                    return Some(false);
-                }
-                let info = raw(port, "INFO server").ok()?;
-                pid.as_ref()
-                    .filter(|p| info.contains(p.as_str()))
-                    .map(|_| true)
-            },
-        )
+        let what = format!("redis-server on port {port} (log {})", self.log().display());
+        wait_own_server(&mut self.proc, &what, || raw(port, "INFO server").ok())
     }
+}
+
+/// Waits until the `redis-server` `proc` answers `INFO server` (as `info`
+/// reads it) with its own `process_id`, so a reply from another test's
+/// server on a reused port does not count; `false` when it exited first.
+pub(crate) fn wait_own_server(
+    proc: &mut Proc,
+    what: &str,
+    info: impl Fn() -> Option<String>,
+) -> bool {
+    let pid = proc.pid().map(|p| format!("process_id:{p}\r\n"));
+    wait_until(what, READY_TIMEOUT, || {
+        if proc.try_wait().is_some() {
+            return Some(false);
+        }
+        let info = info()?;
+        pid.as_ref()
+            .filter(|p| info.contains(p.as_str()))
+            .map(|_| true)
+    })
 }
 
 /// The words of a RESP reply (bulk and simple strings, integers), in
@@ -138,16 +144,19 @@ pub(crate) fn redis_cli() -> PathBuf {
     find_binary("CAUCUS_REDIS_CLI", "redis-cli", INSTALL)
 }
 
-fn raw(port: u16, line: &str) -> std::io::Result<String> {
+/// One command line sent raw to the server on `port`, and its reply.
+pub(crate) fn raw(port: u16, line: &str) -> std::io::Result<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
     s.write_all(format!("{line}\r\n").as_bytes())?;
     let mut buf = vec![0u8; 64 * 1024];
     let n = s.read(&mut buf)?;
     Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
-fn spawn(port: u16, dir: &Path, args: &[String], starts: u32) -> Proc {
+/// `redis-server` on loopback `port` with its files in `dir`, then `args`
+/// (a sentinel's config file first); logs to `redis-<starts>.log`.
+pub(crate) fn spawn(port: u16, dir: &Path, args: &[String], starts: u32) -> Proc {
     let mut cmd = Command::new(redis_server());
     // A sentinel's config file must come first; the rest are options.
     let (head, tail) = match args.first() {

@@ -6,13 +6,12 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use crate::process::Proc;
-use crate::{find_binary, free_port, wait_until, Nats, ServiceBuilder};
+use crate::redis_node::{self, wait_own_server};
+use crate::{free_port, Nats, ServiceBuilder};
 
-const INSTALL: &str = "apt-get install -y redis-server";
 /// Free ports tried before giving up.
 const PORT_ATTEMPTS: u32 = 5;
 
@@ -104,41 +103,21 @@ impl AclRedis {
     }
 
     fn wait_ready_or_exit(&mut self) -> bool {
-        let pid = self.proc.pid().map(|p| format!("process_id:{p}\r\n"));
         let (port, user, password) = (self.port, self.user.clone(), self.password.clone());
-        let proc = &mut self.proc;
-        wait_until(
+        wait_own_server(
+            &mut self.proc,
             &format!("redis-server --aclfile ready on {port}"),
-            Duration::from_secs(20),
-            || {
-                if proc.try_wait().is_some() {
-                    return Some(false);
-                }
-                let info = raw_as(port, Some((&user, &password)), "INFO server").ok()?;
-                pid.as_ref()
-                    .filter(|p| info.contains(p.as_str()))
-                    .map(|_| true)
-            },
+            || raw_as(port, Some((&user, &password)), "INFO server").ok(),
         )
     }
 }
 
 fn spawn_acl(port: u16, dir: &Path, acl: &Path, starts: u32) -> Proc {
-    let bin = find_binary("CAUCUS_REDIS_SERVER", "redis-server", INSTALL);
-    let mut cmd = Command::new(bin);
-    cmd.arg("--port")
-        .arg(port.to_string())
-        .arg("--bind")
-        .arg("127.0.0.1")
-        .arg("--save")
-        .arg("")
-        .arg("--appendonly")
-        .arg("no")
-        .arg("--dir")
-        .arg(dir)
-        .arg("--aclfile")
-        .arg(acl);
-    Proc::spawn(cmd, &dir.join(format!("redis-{starts}.log")))
+    let mut args = ["--save", "", "--appendonly", "no", "--aclfile"]
+        .map(String::from)
+        .to_vec();
+    args.push(acl.display().to_string());
+    redis_node::spawn(port, dir, &args, starts)
 }
 
 /// Reads until a whole reply to the last command is in: with AUTH first,
