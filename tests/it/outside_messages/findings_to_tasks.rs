@@ -196,7 +196,21 @@ async fn the_builtin_valuation_applies_the_seeds_finding_and_says_how() {
     );
     let id = conf.body["correlation_id"].clone();
     let ids = vec![wf.clone()];
-    let out = api.status(&ids).await[0]["tasks"]["valuation"]["output"].clone();
+    // The worker confirms before it publishes `completed`: the record may
+    // not hold the output yet when the confirmation is seen.
+    let out = poll(
+        "the valuation's output in the workflow record",
+        Duration::from_secs(20),
+        || async {
+            let out = api.status(&ids).await[0]["tasks"]["valuation"]["output"].clone();
+            if out.is_null() {
+                Err("no output yet".to_string())
+            } else {
+                Ok(out)
+            }
+        },
+    )
+    .await;
     let applied = out["applied_findings"]
         .as_array()
         .unwrap_or_else(|| panic!("the valuation output lists applied_findings: {out}"));
