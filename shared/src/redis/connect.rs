@@ -234,7 +234,7 @@ pub(crate) fn startup_backoff(attempts: u32, max: Duration) -> ExponentialBuilde
         .with_max_times(attempts.saturating_sub(1) as usize)
 }
 
-/// One `PING` on a pooled connection (on a cluster: on every master).
+/// One `PING` on a pooled connection (on a cluster it reaches one node).
 pub(crate) async fn ping(pool: &RedisPool) -> Result<(), Error> {
     let mut c = pool.get().await.map_err(Error::pool)?;
     redis::cmd("PING").query_async::<String>(&mut c).await?;

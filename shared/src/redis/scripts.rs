@@ -47,9 +47,9 @@ pub(crate) static COUNTER_MEMBERS: LazyLock<Script> = script!("prelude.lua", "co
 /// a replica (`READONLY`: a Sentinel failover demoted it), that connection
 /// is taken out of the pool and the call is made once more on a fresh one
 /// (which, with Sentinel, asks the sentinels for the master again), so
-/// callers recover without rebuilding the pool. In every mode the same. Every script is safe to run twice (acquire,
-/// add and register are idempotent per id; release/remove at worst report
-/// `false` for what the first attempt did).
+/// callers recover without rebuilding the pool, in every mode. Every script
+/// is safe to run twice (acquire, add and register are idempotent per id;
+/// release/remove at worst report `false` for what the first attempt did).
 pub(crate) async fn run<T: FromRedisValue>(
     pool: &RedisPool,
     call: &ScriptInvocation<'_>,
