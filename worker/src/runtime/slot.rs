@@ -245,10 +245,10 @@ impl Slot {
         // On the heap: held across the select and join of the delayed
         // announcement, it made a debug build's slot overflow its stack.
         let attempt = Box::pin(self.attempt(&flight, keeper));
-        let started = self.reporter.event(&task, TaskStatus::Started, started_at);
         let ended = if delay.is_zero() {
             // Stored before the handler runs; if it cannot be, nobody
             // would hear of the attempt until it ends: hand it back.
+            let started = self.reporter.event(&task, TaskStatus::Started, started_at);
             if let Err(e) = self.reporter.publish(&started).await {
                 tracing::warn!(task_id = %task.task_id, error = %e, "cannot report start; task returns to the queue");
                 let _ = msg
@@ -261,6 +261,7 @@ impl Slot {
             // Announced only if still running after the delay; the
             // terminal event carries started_at and stands for both.
             let announce = async {
+                let started = self.reporter.event(&task, TaskStatus::Started, started_at);
                 if let Err(e) = self.reporter.publish(&started).await {
                     // Already running: the progress events and the
                     // terminal event tell the coordinator instead.
