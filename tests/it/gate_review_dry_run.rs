@@ -52,7 +52,8 @@ async fn a_dry_run_reports_the_impact_the_override_then_records_and_changes_noth
             d["state"] == "provisional"
         })
         .await;
-    let published = c.events("CH-DRY", "resolution").await.len();
+    // The provisional decision is published after it is stored.
+    let published = c.wait_events("CH-DRY", "resolution", 1, WAIT).await.len();
 
     // A dry run of anything but an override is refused, naming dry_run.
     for action in [
@@ -108,7 +109,9 @@ async fn a_dry_run_reports_the_impact_the_override_then_records_and_changes_noth
     let after = c.debate("CH-DRY").await;
     assert_eq!(after["state"], "resolved", "{after}");
     assert_eq!(after["resolution"]["impact_report"], impact);
-    let events = c.events("CH-DRY", "resolution").await;
+    let events = c
+        .wait_events("CH-DRY", "resolution", published + 1, WAIT)
+        .await;
     assert_eq!(events.len(), published + 1, "one resolution published");
     assert_eq!(c.call("provisional", json!({})).await.unwrap()["count"], 0);
 
