@@ -155,30 +155,6 @@ impl Client {
         out
     }
 
-    /// Polls the debate's `event` messages until there are at least `n`:
-    /// the facilitator stores a debate before it publishes the event about it.
-    pub async fn wait_events(
-        &self,
-        id: &str,
-        event: &str,
-        n: usize,
-        timeout: Duration,
-    ) -> Vec<Value> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let got = self.events(id, event).await;
-            if got.len() >= n {
-                return got;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {n} {event} event(s) of debate {id}; saw {}",
-                got.len()
-            );
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-    }
-
     /// Bodies of the events of one debate (`escalation`, `resolution`).
     pub async fn events(&self, id: &str, event: &str) -> Vec<Value> {
         self.read_stream("CAUCUS_DEBATES", &self.subjects.debates(id, event))

@@ -53,7 +53,11 @@ async fn a_dry_run_reports_the_impact_the_override_then_records_and_changes_noth
         })
         .await;
     // The provisional decision is published after it is stored.
-    let published = c.wait_events("CH-DRY", "resolution", 1, WAIT).await.len();
+    let published = poll("the provisional resolution event", WAIT, || async {
+        let e = c.events("CH-DRY", "resolution").await;
+        (!e.is_empty()).then_some(e.len())
+    })
+    .await;
 
     // A dry run of anything but an override is refused, naming dry_run.
     for action in [
