@@ -113,9 +113,11 @@ async fn a_dry_run_reports_the_impact_the_override_then_records_and_changes_noth
     let after = c.debate("CH-DRY").await;
     assert_eq!(after["state"], "resolved", "{after}");
     assert_eq!(after["resolution"]["impact_report"], impact);
-    let events = c
-        .wait_events("CH-DRY", "resolution", published + 1, WAIT)
-        .await;
+    let events = poll("the override's resolution event", WAIT, || async {
+        let e = c.events("CH-DRY", "resolution").await;
+        (e.len() > published).then_some(e)
+    })
+    .await;
     assert_eq!(events.len(), published + 1, "one resolution published");
     assert_eq!(c.call("provisional", json!({})).await.unwrap()["count"], 0);
 
