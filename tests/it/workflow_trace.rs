@@ -484,10 +484,11 @@ async fn a_record_without_a_root_gets_one_at_dispatch_and_keeps_it() {
         .iter()
         .map(|d| attr_str(d, "caucus.stage"))
         .collect();
-    assert!(
-        stages.contains("valuation") && stages.contains("report"),
-        "{stages:?}"
-    );
+    // Only the report is certain to be dispatched after the second
+    // coordinator's kill (its gate is decided after that): what the killed
+    // one dispatched later than its first exported span (the valuation,
+    // when the analysts were quick) died in its export queue.
+    assert!(stages.contains("report"), "{stages:?}");
     for d in &dispatches {
         assert_eq!(d.trace_id, root.trace_id, "{d:?}");
         assert_eq!(d.parent_span_id, root.span_id, "{d:?}");
