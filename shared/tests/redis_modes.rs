@@ -108,9 +108,11 @@ async fn every_primitive_runs_on_a_cluster_and_agent_types_span_the_masters() ->
     assert_eq!(a.try_acquire_epoch(LONG, 0).await?, Some(1));
     assert_eq!(b.try_acquire_epoch(LONG, 0).await?, None);
     assert_eq!(a.raise_epoch(5).await?, Some(6));
+    assert_eq!(b.epoch().await?, 6, "anyone reads the holder's epoch");
     assert_eq!(a.owner().await?.as_deref(), Some("a"));
     assert!(a.release().await?);
     assert_eq!(b.try_acquire_epoch(LONG, 0).await?, Some(7));
+    assert_eq!(a.epoch().await?, 7);
 
     let c = BoundedCounter::new(pool.clone(), "caucus")?;
     assert!(c.try_add("expert:1", "m1", 2, LONG).await?.added);

@@ -144,6 +144,17 @@ impl OwnedLock {
         Ok(u64::try_from(ms).ok().map(Duration::from_millis))
     }
 
+    /// The fencing epoch last handed out with this lock (0 when it was never
+    /// taken with one): the current holder's, while it is held.
+    pub async fn epoch(&self) -> Result<u64, Error> {
+        let mut conn = self.pool.get().await.map_err(Error::pool)?;
+        let e: Option<u64> = ::redis::cmd("GET")
+            .arg(self.epoch_key())
+            .query_async(&mut conn)
+            .await?;
+        Ok(e.unwrap_or(0))
+    }
+
     /// The current owner's token, if the lock is held.
     pub async fn owner(&self) -> Result<Option<String>, Error> {
         let mut conn = self.pool.get().await.map_err(Error::pool)?;
