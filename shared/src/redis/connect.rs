@@ -58,18 +58,24 @@ fn build_pool(cfg: &RedisConfig) -> Result<RedisPool, Error> {
         },
         ..deadpool_redis::PoolConfig::default()
     };
-    let runtime = deadpool_redis::Runtime::Tokio1;
+    // The pool of type `$pool` on `$manager`, with the settings above. A
+    // macro, not a generic fn: the three pool types share only deadpool's
+    // `Manager` trait, which deadpool-redis does not re-export, and this
+    // crate does not depend on deadpool itself.
+    macro_rules! pooled {
+        ($pool:ty, $manager:expr) => {
+            <$pool>::builder($manager)
+                .config(pool_config)
+                .runtime(deadpool_redis::Runtime::Tokio1)
+                .build()
+                .map_err(Error::pool)
+        };
+    }
     Ok(match cfg.mode {
         RedisMode::Standalone => {
             let manager =
                 deadpool_redis::Manager::new(connection_info(cfg)?).map_err(config_error)?;
-            RedisPool::standalone(
-                deadpool_redis::Pool::builder(manager)
-                    .config(pool_config)
-                    .runtime(runtime)
-                    .build()
-                    .map_err(Error::pool)?,
-            )
+            RedisPool::standalone(pooled!(deadpool_redis::Pool, manager)?)
         }
         RedisMode::Cluster => {
             let nodes = cfg
@@ -79,13 +85,7 @@ fn build_pool(cfg: &RedisConfig) -> Result<RedisPool, Error> {
                 .collect::<Result<Vec<_>, _>>()?;
             let manager =
                 deadpool_redis::cluster::Manager::new(nodes, false).map_err(config_error)?;
-            RedisPool::cluster(
-                deadpool_redis::cluster::Pool::builder(manager)
-                    .config(pool_config)
-                    .runtime(runtime)
-                    .build()
-                    .map_err(Error::pool)?,
-            )
+            RedisPool::cluster(pooled!(deadpool_redis::cluster::Pool, manager)?)
         }
         RedisMode::Sentinel => {
             let sentinels = cfg
@@ -101,13 +101,7 @@ fn build_pool(cfg: &RedisConfig) -> Result<RedisPool, Error> {
                 deadpool_redis::sentinel::SentinelServerType::Master,
             )
             .map_err(config_error)?;
-            RedisPool::sentinel(
-                deadpool_redis::sentinel::Pool::builder(manager)
-                    .config(pool_config)
-                    .runtime(runtime)
-                    .build()
-                    .map_err(Error::pool)?,
-            )
+            RedisPool::sentinel(pooled!(deadpool_redis::sentinel::Pool, manager)?)
         }
     })
 }
