@@ -1,8 +1,9 @@
 //! Helpers for the tests on clustered servers (a NATS cluster, a Redis
 //! Cluster): processes wired by an environment list instead of a
 //! [`caucus_harness::Stack`], a status poll that rides out a server's
-//! death, and the checks every fault test makes (each recorded completion
-//! applied once, capacity never exceeded).
+//! death, the two-stage run the fault tests submit, and the checks every
+//! fault test makes (each recorded completion applied once, capacity never
+//! exceeded).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -16,7 +17,7 @@ use caucus_shared::subjects::Subjects;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use crate::common::{fast_env, Api};
+use crate::common::{fast_env, pipeline, Api};
 
 /// Error codes of an API call that mean "not now": a coordinator standing
 /// by or reconnecting, or a request lost with the server it went through.
@@ -146,6 +147,66 @@ impl ClusterEnv {
             subjects: Subjects::default(),
         }
     }
+}
+
+/// What the fault tests on clustered servers run: two workers for
+/// `alpha,beta` (2 slots each, 60 ms tasks) and the pipeline `two`, `x` on
+/// alpha then `y` on beta, so a fault meets tasks of both agent types.
+pub struct TwoStages {
+    /// The workers, held so that they run until the test ends.
+    _workers: Vec<Service>,
+    /// The test's client, on the whole seed list.
+    pub api: Api,
+    pipeline: Value,
+}
+
+impl TwoStages {
+    /// The pipeline's stage names.
+    pub const STAGES: [&'static str; 2] = ["x", "y"];
+
+    /// Starts the two workers on `env` with `extra` (after the
+    /// coordinators, which the caller starts) and connects the client.
+    pub async fn start(env: &ClusterEnv, extra: &[(&str, &str)]) -> TwoStages {
+        TwoStages {
+            _workers: (0..2)
+                .map(|_| env.worker("alpha,beta", 2, "sleep:60", extra))
+                .collect(),
+            api: env.api().await,
+            pipeline: pipeline(
+                "two",
+                json!([
+                    {"name": "x", "agent": "alpha", "expected_duration": 1.0},
+                    {"name": "y", "agent": "beta", "expected_duration": 1.0, "depends_on": ["x"]}
+                ]),
+            ),
+        }
+    }
+
+    /// Submits one workflow of the pipeline per number of `numbers`; see
+    /// [`submit_numbered`].
+    pub async fn submit(
+        &self,
+        prefix: &str,
+        numbers: impl IntoIterator<Item = usize>,
+    ) -> Vec<String> {
+        submit_numbered(&self.api, self.pipeline.clone(), prefix, numbers).await
+    }
+}
+
+/// Submits one workflow of `pipeline` per number `n` of `numbers`, its item
+/// `<prefix><n>` (10 ms time unit); returns their ids in that order.
+pub async fn submit_numbered(
+    api: &Api,
+    pipeline: Value,
+    prefix: &str,
+    numbers: impl IntoIterator<Item = usize>,
+) -> Vec<String> {
+    let items: Vec<String> = numbers
+        .into_iter()
+        .map(|n| format!("{prefix}{n}"))
+        .collect();
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+    api.submit(&refs, pipeline, 10).await
 }
 
 /// The status of `ids`, retrying (until `deadline`) the answers a server's

@@ -11,13 +11,12 @@ use std::time::{Duration, Instant};
 
 use caucus_harness::{NatsCluster, RedisCluster, Service};
 use chrono::{DateTime, Utc};
-use serde_json::json;
 
 use crate::cluster_common::{
     assert_each_completion_applied_once, longest_stall, status, stream_cluster, wait_completed,
-    ClusterEnv,
+    ClusterEnv, TwoStages,
 };
-use crate::common::{peak_concurrency, pipeline, task_events};
+use crate::common::{peak_concurrency, task_events};
 
 const CAP: usize = 2;
 /// `coordinator.leader_lease` of both coordinators.
@@ -74,21 +73,10 @@ async fn a_batch_survives_a_nats_node_a_redis_master_and_the_leader_dying_at_onc
     let mut active = env.coordinator(&[]);
     wait_leading(&active, Duration::from_secs(30));
     let mut standby = env.coordinator(&[]);
-    let _w: Vec<_> = (0..2)
-        .map(|_| env.worker("alpha,beta", 2, "sleep:60", &[]))
-        .collect();
-    let api = env.api().await;
-    let p = pipeline(
-        "two",
-        json!([
-            {"name": "x", "agent": "alpha", "expected_duration": 1.0},
-            {"name": "y", "agent": "beta", "expected_duration": 1.0, "depends_on": ["x"]}
-        ]),
-    );
-    let items: Vec<String> = (0..40).map(|i| format!("F{i}")).collect();
-    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
-    let batch = api.submit(&refs, p.clone(), 10).await;
-    wait_completed(&api, &batch, 4, Duration::from_secs(60)).await;
+    let run = TwoStages::start(&env, &[]).await;
+    let api = &run.api;
+    let batch = run.submit("F", 0..40).await;
+    wait_completed(api, &batch, 4, Duration::from_secs(60)).await;
     assert!(led_at(&standby).is_none(), "two leaders at once");
 
     let (tasks_leader, _) = stream_cluster(&api.nats, "CAUCUS_TASKS").await;
@@ -114,7 +102,7 @@ async fn a_batch_survives_a_nats_node_a_redis_master_and_the_leader_dying_at_onc
         took <= bound,
         "the standby led {took:?} after the kill, over {bound:?} (leader_lease {LEADER_LEASE:?})"
     );
-    wait_completed(&api, &batch, batch.len(), Duration::from_secs(120)).await;
+    wait_completed(api, &batch, batch.len(), Duration::from_secs(120)).await;
     let events = task_events(&api.nats).await;
     eprintln!(
         "batch done {:?} after the kill; longest pause between completions {:?}",
@@ -128,14 +116,14 @@ async fn a_batch_survives_a_nats_node_a_redis_master_and_the_leader_dying_at_onc
         redis.restart(master);
         nats.restart(node);
     });
-    let last = api.submit(&["F40"], p, 10).await;
-    wait_completed(&api, &last, 1, Duration::from_secs(60)).await;
+    let last = run.submit("F", [40]).await;
+    wait_completed(api, &last, 1, Duration::from_secs(60)).await;
 
     let all = [batch, last].concat();
-    let wfs = status(&api, &all, Instant::now() + Duration::from_secs(30)).await;
+    let wfs = status(api, &all, Instant::now() + Duration::from_secs(30)).await;
     assert_eq!(wfs.len(), 41);
     let events = task_events(&api.nats).await;
-    let reruns = assert_each_completion_applied_once(&wfs, &["x", "y"], &events);
+    let reruns = assert_each_completion_applied_once(&wfs, &TwoStages::STAGES, &events);
     let peak = peak_concurrency(&events, "alpha");
     assert!(peak <= CAP, "{peak} alpha runs at once with a cap of {CAP}");
     assert!(

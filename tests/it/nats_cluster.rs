@@ -11,13 +11,12 @@ use async_nats::jetstream;
 use caucus_harness::{NatsCluster, Redis};
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
-use serde_json::json;
 
 use crate::cluster_common::{
     assert_each_completion_applied_once, longest_stall, status, stream_cluster, wait_completed,
-    ClusterEnv,
+    ClusterEnv, TwoStages,
 };
-use crate::common::{peak_concurrency, pipeline, task_events, Api};
+use crate::common::{peak_concurrency, task_events, Api};
 
 const TASKS: &str = "CAUCUS_TASKS";
 const CAP: &str = "2";
@@ -99,33 +98,22 @@ async fn a_batch_survives_a_stream_leader_and_a_follower_dying() {
         .logs_in(cluster.dir());
     let cap = [("CAUCUS_WORKER_CAPACITY_CAP__ALPHA", CAP)];
     let _c = env.coordinator(&[]);
-    let _w: Vec<_> = (0..2)
-        .map(|_| env.worker("alpha,beta", 2, "sleep:60", &cap))
-        .collect();
-    let api = env.api().await;
-    let p = pipeline(
-        "two",
-        json!([
-            {"name": "x", "agent": "alpha", "expected_duration": 1.0},
-            {"name": "y", "agent": "beta", "expected_duration": 1.0, "depends_on": ["x"]}
-        ]),
-    );
+    let run = TwoStages::start(&env, &cap).await;
+    let api = &run.api;
     // One workflow first, so the coordinator has made everything it makes
     // lazily (per agent type, per bucket) before the topology is checked.
-    let first = api.submit(&["C0"], p.clone(), 10).await;
-    wait_completed(&api, &first, 1, Duration::from_secs(60)).await;
-    assert_replicated(&api).await;
+    let first = run.submit("C", [0]).await;
+    wait_completed(api, &first, 1, Duration::from_secs(60)).await;
+    assert_replicated(api).await;
 
     // The tasks stream's leader dies mid-batch.
-    let items: Vec<String> = (1..=30).map(|i| format!("C{i}")).collect();
-    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
-    let batch = api.submit(&refs, p.clone(), 10).await;
-    let leader = wait_stream_whole(&api, TASKS, Duration::from_secs(10)).await;
+    let batch = run.submit("C", 1..=30).await;
+    let leader = wait_stream_whole(api, TASKS, Duration::from_secs(10)).await;
     let leader = cluster.index_of(&leader).expect("a node of ours");
     let meta = cluster.meta_leader();
-    let killed = kill_mid_run(&mut cluster, &api, &batch, 3, leader).await;
-    let elected = new_leader_after(&api, &cluster.server_name(leader), killed).await;
-    wait_completed(&api, &batch, batch.len(), Duration::from_secs(90)).await;
+    let killed = kill_mid_run(&mut cluster, api, &batch, 3, leader).await;
+    let elected = new_leader_after(api, &cluster.server_name(leader), killed).await;
+    wait_completed(api, &batch, batch.len(), Duration::from_secs(90)).await;
     let events = task_events(&api.nats).await;
     eprintln!(
         "tasks stream leader n{leader} (meta leader {meta:?}) killed: new leader within {elected:?}, \
@@ -138,7 +126,7 @@ async fn a_batch_survives_a_stream_leader_and_a_follower_dying() {
     // stream and the meta group dies mid-batch.
     let back = Instant::now();
     cluster.restart(leader);
-    let new_leader = wait_stream_whole(&api, TASKS, Duration::from_secs(30)).await;
+    let new_leader = wait_stream_whole(api, TASKS, Duration::from_secs(30)).await;
     eprintln!(
         "n{leader} back and the tasks stream whole in {:?}",
         back.elapsed()
@@ -148,11 +136,9 @@ async fn a_batch_survives_a_stream_leader_and_a_follower_dying() {
     let follower = (0..3)
         .find(|&i| i != new_leader && i != meta)
         .expect("three nodes, two leaders at most");
-    let items: Vec<String> = (31..=45).map(|i| format!("C{i}")).collect();
-    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
-    let second = api.submit(&refs, p.clone(), 10).await;
-    let killed = kill_mid_run(&mut cluster, &api, &second, 2, follower).await;
-    wait_completed(&api, &second, second.len(), Duration::from_secs(90)).await;
+    let second = run.submit("C", 31..=45).await;
+    let killed = kill_mid_run(&mut cluster, api, &second, 2, follower).await;
+    wait_completed(api, &second, second.len(), Duration::from_secs(90)).await;
     let events = task_events(&api.nats).await;
     eprintln!(
         "follower n{follower} killed: longest pause between completions {:?}, batch done {:?} after the kill",
@@ -160,17 +146,17 @@ async fn a_batch_survives_a_stream_leader_and_a_follower_dying() {
         (Utc::now() - killed).to_std().unwrap_or_default()
     );
     cluster.restart(follower);
-    wait_stream_whole(&api, TASKS, Duration::from_secs(30)).await;
+    wait_stream_whole(api, TASKS, Duration::from_secs(30)).await;
 
     // Whole again: one more workflow.
-    let last = api.submit(&["C46"], p, 10).await;
-    wait_completed(&api, &last, 1, Duration::from_secs(30)).await;
+    let last = run.submit("C", [46]).await;
+    wait_completed(api, &last, 1, Duration::from_secs(30)).await;
 
     let all: Vec<String> = [first, batch, second, last].concat();
-    let wfs = status(&api, &all, Instant::now() + Duration::from_secs(30)).await;
+    let wfs = status(api, &all, Instant::now() + Duration::from_secs(30)).await;
     assert_eq!(wfs.len(), 47);
     let events = task_events(&api.nats).await;
-    let reruns = assert_each_completion_applied_once(&wfs, &["x", "y"], &events);
+    let reruns = assert_each_completion_applied_once(&wfs, &TwoStages::STAGES, &events);
     let peak = peak_concurrency(&events, "alpha");
     assert!(
         peak <= CAP.parse().unwrap(),

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::cluster_common::assert_each_completion_applied_once;
+use crate::cluster_common::{assert_each_completion_applied_once, submit_numbered};
 use crate::common::{coordinator, peak_concurrency, pipeline, task_events, worker, Api};
 use caucus_harness::{RedisCluster, Service, Stack};
 use serde_json::json;
@@ -44,10 +44,8 @@ async fn a_batch_survives_a_redis_master_killed_mid_run() {
         .map(|_| worker(&stack, "alpha", 2, "sleep:300", &env))
         .collect();
     let api = Api::connect(&stack).await;
-    let items: Vec<String> = (0..30).map(|i| format!("RC{i}")).collect();
-    let items: Vec<&str> = items.iter().map(String::as_str).collect();
     let stages = json!([{"name": "x", "agent": "alpha", "expected_duration": 1.0}]);
-    let ids = api.submit(&items, pipeline("cluster", stages), 10).await;
+    let ids = submit_numbered(&api, pipeline("cluster", stages), "RC", 0..30).await;
     api.wait_some_completed(&ids, 6, Duration::from_secs(60))
         .await;
 

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use caucus_harness::Stack;
+use caucus_harness::{Service, Stack};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
@@ -38,21 +38,47 @@ fn of<'a>(events: &'a [Value], wf: &str, status: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// One workflow of `pipeline` (item `item`) on a stack with a coordinator
+/// and a one-slot `alpha` worker running `handler` with `worker_env`.
+/// Fields drop in order: the client, then the worker, the coordinator and
+/// last the servers.
+struct Run {
+    api: Api,
+    ids: Vec<String>,
+    _w: Service,
+    _c: Service,
+    _stack: Stack,
+}
+
+impl Run {
+    async fn start(handler: &str, worker_env: &[(&str, &str)], item: &str, pipeline: Value) -> Run {
+        let stack = Stack::start();
+        let c = coordinator(&stack, &[]);
+        let w = worker(&stack, "alpha", 1, handler, worker_env);
+        let api = Api::connect(&stack).await;
+        let ids = api.submit(&[item], pipeline, 10).await;
+        Run {
+            api,
+            ids,
+            _w: w,
+            _c: c,
+            _stack: stack,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_done_within_the_delay_sends_no_started_and_its_completion_stands_for_it() {
-    let stack = Stack::start();
-    let _c = coordinator(&stack, &[]);
     // A long delay, so a slow machine cannot make a no-op outlast it.
-    let _w = worker(
-        &stack,
-        "alpha",
-        1,
+    let run = Run::start(
         "noop",
         &[("CAUCUS_WORKER_STARTED_DELAY", "10s")],
-    );
-    let api = Api::connect(&stack).await;
-    let ids = api.submit(&["A"], two_stages(), 10).await;
-    let wf = api.wait_completed(&ids, WAIT).await.remove(0);
+        "A",
+        two_stages(),
+    )
+    .await;
+    let Run { api, ids, .. } = &run;
+    let wf = api.wait_completed(ids, WAIT).await.remove(0);
     let events = task_events(&api.nats).await;
     assert!(of(&events, &ids[0], "started").is_empty(), "{events:#?}");
     let done = of(&events, &ids[0], "completed");
@@ -70,38 +96,29 @@ async fn a_task_done_within_the_delay_sends_no_started_and_its_completion_stands
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_still_running_at_the_delay_is_announced_while_it_runs() {
-    let stack = Stack::start();
-    let _c = coordinator(&stack, &[]);
     // Ack wait 30 s: no progress event (every ack_wait / 3) comes before
     // the task ends, so only `started` can tell that it runs.
-    let _w = worker(
-        &stack,
-        "alpha",
-        1,
+    let run = Run::start(
         "sleep:2000",
         &[
             ("CAUCUS_WORKER_STARTED_DELAY", "300ms"),
             ("CAUCUS_WORKER_ACK_WAIT", "30s"),
         ],
-    );
-    let api = Api::connect(&stack).await;
-    let ids = api
-        .submit(
-            &["L"],
-            pipeline(
-                "one",
-                json!([{"name": "x", "agent": "alpha", "expected_duration": 1.0}]),
-            ),
-            10,
-        )
-        .await;
+        "L",
+        pipeline(
+            "one",
+            json!([{"name": "x", "agent": "alpha", "expected_duration": 1.0}]),
+        ),
+    )
+    .await;
+    let Run { api, ids, .. } = &run;
     // Seen running before it ends (its record says so only once told).
     eventually("x running", WAIT, || async {
-        let w = api.status(&ids).await.remove(0);
+        let w = api.status(ids).await.remove(0);
         (w["tasks"]["x"]["state"] == "running").then_some(())
     })
     .await;
-    let wf = api.wait_completed(&ids, WAIT).await.remove(0);
+    let wf = api.wait_completed(ids, WAIT).await.remove(0);
     let events = task_events(&api.nats).await;
     let started = of(&events, &ids[0], "started");
     let done = of(&events, &ids[0], "completed");
@@ -122,18 +139,15 @@ async fn a_task_still_running_at_the_delay_is_announced_while_it_runs() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn with_a_zero_delay_every_task_is_announced() {
-    let stack = Stack::start();
-    let _c = coordinator(&stack, &[]);
-    let _w = worker(
-        &stack,
-        "alpha",
-        1,
+    let run = Run::start(
         "noop",
         &[("CAUCUS_WORKER_STARTED_DELAY", "0s")],
-    );
-    let api = Api::connect(&stack).await;
-    let ids = api.submit(&["Z"], two_stages(), 10).await;
-    api.wait_completed(&ids, WAIT).await;
+        "Z",
+        two_stages(),
+    )
+    .await;
+    let Run { api, ids, .. } = &run;
+    api.wait_completed(ids, WAIT).await;
     let events = task_events(&api.nats).await;
     let started = of(&events, &ids[0], "started");
     let done = of(&events, &ids[0], "completed");
