@@ -39,7 +39,7 @@ struct LeaseState {
 }
 
 impl LeaderLease {
-    fn new(epoch: u64, sent_at: Instant, lease: Duration) -> Self {
+    pub(crate) fn new(epoch: u64, sent_at: Instant, lease: Duration) -> Self {
         let margin = safety_margin(lease);
         LeaderLease {
             inner: Arc::new(LeaseState {
@@ -67,7 +67,7 @@ impl LeaderLease {
         *self.inner.valid_until.lock().expect("lease clock")
     }
 
-    fn renewed(&self, sent_at: Instant) {
+    pub(crate) fn renewed(&self, sent_at: Instant) {
         *self.inner.valid_until.lock().expect("lease clock") =
             sent_at + self.inner.lease - self.inner.margin;
     }

@@ -6,6 +6,8 @@
 //! - [`OwnedLock`]: lock with an owner token and TTL.
 //! - [`BoundedCounter`]: at most N live members per key, with expiry.
 //! - [`leadership`]: active/standby by an [`OwnedLock`].
+//! - [`partitions`]: partitions divided among live members, each under a
+//!   fenced lease.
 //! - [`SyncGate`]: findings wait while their agent's debate sync lock is held.
 //! - [`keys`]: the key families.
 //! - [`RedisPool`]: standalone, Redis Cluster or Sentinel (`redis.mode`).
@@ -15,6 +17,7 @@ mod counter;
 pub mod keys;
 pub mod leadership;
 mod lock;
+pub mod partitions;
 mod poll;
 mod pool;
 mod scan;
