@@ -1,5 +1,6 @@
 //! `caucus workers`.
 
+use caucus_shared::api::coordinator::partitions::{Partitions, PartitionsReply};
 use caucus_shared::api::coordinator::workers::{Workers, WorkersReply};
 use caucus_shared::api::{Empty, Operation};
 
@@ -8,16 +9,83 @@ use super::Client;
 
 pub async fn run(client: &Client, as_json: bool) -> anyhow::Result<i32> {
     if as_json {
-        // The reply as it came, fields this CLI does not know included.
-        let v = client
+        // The reply as it came, fields this CLI does not know included,
+        // with the `partitions` reply's map as one more field (replies
+        // gain fields without notice, so scripts reading `agents` are
+        // unaffected).
+        let mut v = client
             .call_ok("coordinator", Workers::NAME, serde_json::Value::Null)
             .await?;
+        if let Some(p) = partitions(client).await {
+            let p = serde_json::to_value(p)?;
+            if let (Some(obj), Some(map)) = (v.as_object_mut(), p.get("partitions")) {
+                obj.insert("partitions".into(), map.clone());
+            }
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(0);
     }
     let reply = client.op_ok::<Workers>(&Empty {}).await?;
     print!("{}", render(&reply));
+    if let Some(p) = partitions(client).await {
+        print!("{}", render_partitions(&p));
+    }
     Ok(0)
+}
+
+/// The `coordinator.partitions` reply; `None`, with a note on stderr, when
+/// the coordinator could not say (the workers table is still worth
+/// printing: a coordinator older than the operation answers
+/// `unknown_operation`).
+async fn partitions(client: &Client) -> Option<PartitionsReply> {
+    match client.op::<Partitions>(&Empty {}).await {
+        Ok(p) => Some(p),
+        Err(e) => {
+            eprintln!("partitions: not shown: {}: {}", e.code, e.message);
+            None
+        }
+    }
+}
+
+/// The text table of a `coordinator.partitions` reply, after a blank line:
+/// per partition its owner (instance id), fencing epoch and unfinished
+/// workflows.
+pub fn render_partitions(v: &PartitionsReply) -> String {
+    let mut parts: Vec<(&String, _)> = v.partitions.iter().collect();
+    // Numerically: "10" after "9".
+    parts.sort_by_key(|(p, _)| (p.len(), p.as_str()));
+    let rows: Vec<Vec<String>> = parts
+        .into_iter()
+        .map(|(p, i)| {
+            vec![
+                p.clone(),
+                i.owner.clone().unwrap_or_else(|| "none".into()),
+                i.epoch.to_string(),
+                i.workflows.map_or_else(|| "?".into(), |n| n.to_string()),
+            ]
+        })
+        .collect();
+    let mut out = String::from("\n");
+    out.push_str(&table(
+        &[
+            ("partition", Right),
+            ("owner", Left),
+            ("epoch", Right),
+            ("workflows", Right),
+        ],
+        &rows,
+    ));
+    if v.partitions.values().any(|i| i.owner.is_none()) {
+        out.push_str("owner none: no coordinator holds the partition now (a handover, or none runs)\n");
+    }
+    if v
+        .partitions
+        .values()
+        .any(|i| i.owner.is_some() && i.workflows.is_none())
+    {
+        out.push_str("workflows ?: the owner did not answer in time; run it again\n");
+    }
+    out
 }
 
 /// The text table of a `coordinator.workers` reply: per agent type its
@@ -134,6 +202,28 @@ mod tests {
              fundamental_analysis_long_name          3       0          0       0      0            -  w-1×3\n\
              valuation                       1 (cap 1)       1          1       4      2         4.2s  w-2×2 (missed heartbeat)\n\
              live bottleneck: valuation (oldest ready task waiting 4.2s, 2 ready); about 2 more slot(s) would clear it\n"
+        );
+    }
+
+    #[test]
+    fn partitions_follow_the_table_numerically_with_unknowns_explained() {
+        let v: super::PartitionsReply = serde_json::from_value(json!({"partitions": {
+            "10": {"owner": "coordinator-bbbbbbbbbbbb", "epoch": 12, "workflows": 0},
+            "0": {"owner": "coordinator-aaaaaaaaaaaa", "epoch": 3, "workflows": 41},
+            "2": {"owner": null, "epoch": 7, "workflows": null},
+            "9": {"owner": "coordinator-aaaaaaaaaaaa", "epoch": 4, "workflows": null},
+        }}))
+        .expect("a partitions reply");
+        assert_eq!(
+            super::render_partitions(&v),
+            "\n\
+             partition  owner                     epoch  workflows\n\
+             \x20       0  coordinator-aaaaaaaaaaaa      3         41\n\
+             \x20       2  none                          7          ?\n\
+             \x20       9  coordinator-aaaaaaaaaaaa      4          ?\n\
+             \x20      10  coordinator-bbbbbbbbbbbb     12          0\n\
+             owner none: no coordinator holds the partition now (a handover, or none runs)\n\
+             workflows ?: the owner did not answer in time; run it again\n"
         );
     }
 

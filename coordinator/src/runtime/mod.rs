@@ -18,6 +18,7 @@ mod gates_package;
 pub mod inbound;
 pub mod leader;
 pub(crate) mod metrics;
+pub mod partitions_api;
 pub mod pause;
 pub mod pipelines;
 pub mod plan_api;
@@ -485,6 +486,7 @@ pub fn routes(svc: &mut caucus_shared::service::Service, slot: SharedScheduler) 
     api::status_route(svc, slot.clone());
     plan_api::route(svc);
     workers_api::route(svc, slot.clone());
+    partitions_api::route(svc, slot.clone());
     crate::research::runtime::audit_route(svc);
     control_api::routes(svc, slot.clone());
     crate::patterns::register(svc);

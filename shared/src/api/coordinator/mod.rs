@@ -5,6 +5,7 @@ use super::OperationDoc;
 pub mod audit;
 pub mod control;
 pub mod gates;
+pub mod partitions;
 pub mod patterns;
 pub mod plan;
 pub mod scaling;
@@ -22,6 +23,7 @@ pub fn operations() -> Vec<OperationDoc> {
         status::DOCS,
         plan::DOCS,
         workers::DOCS,
+        partitions::DOCS,
         scaling::DOCS,
         control::DOCS,
         gates::DOCS,
