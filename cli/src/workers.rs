@@ -76,10 +76,11 @@ pub fn render_partitions(v: &PartitionsReply) -> String {
         &rows,
     ));
     if v.partitions.values().any(|i| i.owner.is_none()) {
-        out.push_str("owner none: no coordinator holds the partition now (a handover, or none runs)\n");
+        out.push_str(
+            "owner none: no coordinator holds the partition now (a handover, or none runs)\n",
+        );
     }
-    if v
-        .partitions
+    if v.partitions
         .values()
         .any(|i| i.owner.is_some() && i.workflows.is_none())
     {
