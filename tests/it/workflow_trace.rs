@@ -225,8 +225,10 @@ async fn one_workflow_is_one_trace_across_a_coordinator_restart() {
     let stack = Stack::start();
     let mut c1 = start(&stack, &env);
     let _f = crate::facilitator_common::facilitator(&stack, &[]);
-    // Slow tasks, so the coordinator dies with the workflow half done.
-    let mut w = worker(&stack, AGENTS, 2, "sleep:400", &borrowed(&env));
+    // Slow tasks, so the coordinator dies with the workflow half done: the
+    // kill waits for the first spans to be exported, which took longer than
+    // 400 ms analysts on a loaded CI machine (the gate opened first).
+    let mut w = worker(&stack, AGENTS, 2, "sleep:1500", &borrowed(&env));
     let api = Api::connect(&stack).await;
 
     let wf = submit_traced(&api).await;
