@@ -211,6 +211,7 @@ async fn two_members_split_eight_and_the_survivor_takes_all_within_the_lease() -
     })
     .await;
     let took = all - killed;
+    eprintln!("the survivor held all {PARTITIONS} partitions {took:?} after the kill");
     assert!(
         took <= LEASE + Duration::from_millis(300),
         "the survivor held every partition {took:?} after the kill (lease {LEASE:?})"
