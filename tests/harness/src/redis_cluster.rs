@@ -1,8 +1,11 @@
 //! A real Redis Cluster on loopback: six `redis-server --cluster-enabled
 //! yes` nodes joined by `redis-cli --cluster create --cluster-replicas 1`
 //! (three masters, one replica each), with a short node timeout so a
-//! killed master's replica takes over within seconds.
+//! killed master's replica takes over within seconds. [`RedisCluster::start_tls`]
+//! runs it with TLS for clients (certificates required), the cluster bus
+//! and replication.
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -22,28 +25,118 @@ pub const NODE_TIMEOUT_MS: u64 = 1000;
 /// Six-node Redis Cluster; every node is killed on Drop.
 pub struct RedisCluster {
     nodes: Vec<Node>,
+    /// Each node's TLS port, in node order, when started with TLS.
+    tls_ports: Vec<u16>,
+    tls: Option<Tls>,
     dir: tempfile::TempDir,
+}
+
+/// The PEM files of a TLS cluster.
+#[derive(Clone)]
+struct Tls {
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+impl Tls {
+    /// `redis-cli`'s TLS options.
+    fn cli_args(&self) -> Vec<String> {
+        vec![
+            "--tls".into(),
+            "--cacert".into(),
+            self.ca.display().to_string(),
+            "--cert".into(),
+            self.cert.display().to_string(),
+            "--key".into(),
+            self.key.display().to_string(),
+        ]
+    }
+
+    /// `redis-server`'s TLS options on `tls_port`: clients must present a
+    /// certificate signed by the CA; the bus and replication use TLS, and
+    /// every node shows itself to peers with the same certificate.
+    fn server_args(&self, tls_port: u16) -> Vec<String> {
+        let (ca, cert, key) = (
+            self.ca.display().to_string(),
+            self.cert.display().to_string(),
+            self.key.display().to_string(),
+        );
+        [
+            "--tls-port",
+            &tls_port.to_string(),
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+            "--tls-ca-cert-file",
+            &ca,
+            "--tls-auth-clients",
+            "yes",
+            "--tls-cluster",
+            "yes",
+            "--tls-replication",
+            "yes",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
 }
 
 impl RedisCluster {
     /// Starts six nodes, creates the cluster, and waits until every node
     /// reports `cluster_state:ok` and knows all six.
     pub fn start() -> RedisCluster {
+        RedisCluster::start_with(None)
+    }
+
+    /// [`RedisCluster::start`] with TLS: each node also listens on a TLS
+    /// port whose clients must present a certificate signed by the CA in
+    /// `ca` (PEM); the cluster bus and replication run over TLS. `cert` /
+    /// `key` (PEM) are every node's certificate, shown both as a server and
+    /// to its peers as a client, so it needs the serverAuth and clientAuth
+    /// usages. [`RedisCluster::url`] lists the TLS ports (`rediss://`), and
+    /// the cluster names TLS ports to TLS clients; the plain ports stay
+    /// open on loopback for this harness's own probes only.
+    pub fn start_tls(ca: &Path, cert: &Path, key: &Path) -> RedisCluster {
+        RedisCluster::start_with(Some(Tls {
+            ca: ca.to_path_buf(),
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+        }))
+    }
+
+    fn start_with(tls: Option<Tls>) -> RedisCluster {
         let dir = tempfile::Builder::new()
             .prefix("caucus-redis-cluster-")
             .tempdir()
             .expect("tempdir");
-        let nodes = (0..NODES)
-            .map(|i| start_node(&dir.path().join(format!("node-{i}"))))
-            .collect();
-        let cluster = RedisCluster { nodes, dir };
+        let (nodes, tls_ports) = (0..NODES)
+            .map(|i| start_node(&dir.path().join(format!("node-{i}")), tls.as_ref()))
+            .unzip::<_, _, Vec<_>, Vec<_>>();
+        let cluster = RedisCluster {
+            nodes,
+            tls_ports: tls_ports.into_iter().flatten().collect(),
+            tls,
+            dir,
+        };
         cluster.create();
         cluster.wait_settled();
         cluster
     }
 
-    /// The seed list for `redis.url`: every node, comma-separated.
+    /// The seed list for `redis.url`: every node, comma-separated
+    /// (`rediss://` and the TLS ports for [`RedisCluster::start_tls`]).
     pub fn url(&self) -> String {
+        if self.tls.is_some() {
+            return self
+                .tls_ports
+                .iter()
+                .map(|p| format!("rediss://127.0.0.1:{p}"))
+                .collect::<Vec<_>>()
+                .join(",");
+        }
         self.nodes
             .iter()
             .map(|n| format!("redis://127.0.0.1:{}", n.port()))
@@ -159,9 +252,18 @@ impl RedisCluster {
 
     fn create(&self) {
         let mut cmd = Command::new(redis_cli());
+        // A TLS cluster is created over TLS, so the nodes meet on their
+        // TLS addresses.
+        let ports: Vec<u16> = match &self.tls {
+            Some(tls) => {
+                cmd.args(tls.cli_args());
+                self.tls_ports.clone()
+            }
+            None => self.nodes.iter().map(Node::port).collect(),
+        };
         cmd.arg("--cluster").arg("create");
-        for n in &self.nodes {
-            cmd.arg(format!("127.0.0.1:{}", n.port()));
+        for p in ports {
+            cmd.arg(format!("127.0.0.1:{p}"));
         }
         cmd.args(["--cluster-replicas", "1", "--cluster-yes"]);
         let out = cmd
@@ -203,10 +305,11 @@ impl RedisCluster {
 }
 
 /// One cluster node on a free port (and a free bus port: the default
-/// port + 10000 can pass 65535 for ports from the ephemeral range).
-fn start_node(dir: &std::path::Path) -> Node {
+/// port + 10000 can pass 65535 for ports from the ephemeral range), and
+/// its TLS port with `tls`.
+fn start_node(dir: &Path, tls: Option<&Tls>) -> (Node, Option<u16>) {
     for _ in 0..PORT_ATTEMPTS {
-        let args: Vec<String> = [
+        let mut args: Vec<String> = [
             "--cluster-enabled",
             "yes",
             "--cluster-config-file",
@@ -226,8 +329,13 @@ fn start_node(dir: &std::path::Path) -> Node {
         .iter()
         .map(|s| s.to_string())
         .collect();
+        let tls_port = tls.map(|tls| {
+            let port = free_port();
+            args.extend(tls.server_args(port));
+            port
+        });
         if let Some(node) = Node::start(dir, free_port(), &args) {
-            return node;
+            return (node, tls_port);
         }
     }
     panic!(
