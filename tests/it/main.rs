@@ -49,6 +49,7 @@ mod readme_walkthrough;
 mod reconcile;
 mod redis_cluster;
 mod redis_sentinel;
+mod redis_tls_modes;
 mod requests;
 mod scaling;
 mod security_roles;
