@@ -338,6 +338,24 @@ pub async fn wait_state(api: &Api, id: &str, state: &str) -> Value {
     .await
 }
 
+/// Waits for `id` to be paused with its checkpoint taken. The coordinator
+/// answers `status` between applying events and its next pump, and it is
+/// the pump that stores the checkpoint, publishes `pause_complete`, the
+/// alert card and the failure events, and only then sets `checkpoint_id`:
+/// a bare `paused` can be seen before any of them exists.
+pub async fn wait_paused(api: &Api, id: &str) -> Value {
+    let ids = vec![id.to_string()];
+    eventually(
+        &format!("{id} to be paused with a checkpoint"),
+        Duration::from_secs(30),
+        || async {
+            let w = api.status(&ids).await.pop()?;
+            (w["state"] == "paused" && w["pause"]["checkpoint_id"].is_string()).then_some(w)
+        },
+    )
+    .await
+}
+
 /// Runs per task id, from the `started`, `completed` and `failed` events:
 /// one per (attempt, worker, `started_at`). Every event of a run carries
 /// the same `started_at`, and a worker sends no `started` for a run that

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::common::{
     alerts_of, call, coordinator, eventually, pipeline, publish_envelope, quota_handler, starts,
-    stream_messages, wait_state, worker, Api,
+    stream_messages, wait_paused, wait_state, worker, Api,
 };
 use async_nats::jetstream;
 use caucus_harness::Stack;
@@ -70,7 +70,9 @@ async fn pause_mid_run_checkpoints_reminds_and_resumes_without_rerun() {
         "{r}"
     );
 
-    let w = wait_state(&api, &id, "paused").await;
+    // With its checkpoint: the checkpoint, pause_complete and the card
+    // are written after `paused` is visible.
+    let w = wait_paused(&api, &id).await;
     assert_eq!(
         w["tasks"]["y"]["state"], "completed",
         "in-flight y finished: {w}"
@@ -199,7 +201,7 @@ async fn tier2_quota_failures_pause_and_batch_resume_completes_them() {
     )
     .await;
     for item in named {
-        let w = wait_state(&api, &by_item[item], "paused").await;
+        let w = wait_paused(&api, &by_item[item]).await;
         assert_eq!(w["pause"]["tier"], 2, "{w}");
         assert_eq!(w["pause"]["trigger_source"], "tier2_failure");
         assert_eq!(w["pause"]["failed_tasks"], json!(["valuation"]));
@@ -210,7 +212,13 @@ async fn tier2_quota_failures_pause_and_batch_resume_completes_them() {
         assert!(w["pause"]["checkpoint_id"].is_string(), "{w}");
     }
     // One failure event per item for the correlator, de-duplicable.
-    let failures = stream_messages(&api.nats, "CAUCUS_FAILURES", "caucus.failures.valuation").await;
+    // Published from the coordinator's outbox after the failures are
+    // applied (and retried there if JetStream does not confirm at once).
+    let failures = eventually("five failure events", Duration::from_secs(20), || async {
+        let f = stream_messages(&api.nats, "CAUCUS_FAILURES", "caucus.failures.valuation").await;
+        (f.len() >= 5).then_some(f)
+    })
+    .await;
     assert_eq!(failures.len(), 5, "{failures:?}");
     for f in &failures {
         assert_eq!(f.body["message_type"], "agent_failure_event");
