@@ -265,10 +265,13 @@ async fn human_timeout_gives_a_provisional_default_and_a_gate_override_reports_i
     assert!(p["review_deadline"].is_string());
     assert_eq!(p["downstream_dependencies"].as_array().unwrap().len(), 4);
     assert_eq!(r["override_window"]["status"], "open");
-    assert_eq!(
-        c.call("expert_load", json!({})).await.unwrap(),
-        json!({"expert": "0/3"})
-    );
+    // The timed-out debate's expert slot is released after its level 4
+    // is stored (an effect of the stored step): poll for the free slot.
+    poll("CH-P's expert slot to be released", WAIT, || async {
+        let l = c.call("expert_load", json!({})).await.unwrap();
+        (l == json!({"expert": "0/3"})).then_some(())
+    })
+    .await;
 
     let prov = c
         .call("provisional", json!({"workflow_id": "wf-1"}))
