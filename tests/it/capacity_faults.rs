@@ -340,7 +340,15 @@ async fn pattern_calls_and_pipeline_tasks_share_one_capacity() {
         .expect("run_pattern");
     assert_eq!(run["state"], "completed", "{run}");
     api.wait_completed(&ids, Duration::from_secs(30)).await;
-    let events = task_events(&api.nats).await;
+    // The pattern runner hears of its calls' completions on core NATS,
+    // which the server can deliver before the EVENTS stream has stored
+    // them: read the stream once it holds all 14.
+    let events = eventually("14 completed events", Duration::from_secs(20), || async {
+        let ev = task_events(&api.nats).await;
+        let n = ev.iter().filter(|e| e["status"] == "completed").count();
+        (n >= 14).then_some(ev)
+    })
+    .await;
     let done: Vec<&Value> = events
         .iter()
         .filter(|e| e["status"] == "completed")
