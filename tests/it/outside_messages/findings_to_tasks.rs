@@ -103,7 +103,23 @@ async fn the_seeds_finding_reaches_the_valuation_task_its_sender_and_the_gate() 
         Some(format!("confirm:{id}:valuation").as_str()),
         "the confirmation's Nats-Msg-Id de-duplicates re-runs"
     );
-    let out = &api.status(std::slice::from_ref(&wf)).await[0]["tasks"]["valuation"]["output"];
+    // The worker confirms before it publishes `completed`: wait for the
+    // output, or the check below would pass on a record without one.
+    let out = poll(
+        "the valuation's output in the workflow record",
+        Duration::from_secs(20),
+        || async {
+            let out = api.status(std::slice::from_ref(&wf)).await[0]["tasks"]["valuation"]
+                ["output"]
+                .clone();
+            if out.is_null() {
+                Err("no output yet".to_string())
+            } else {
+                Ok(out)
+            }
+        },
+    )
+    .await;
     assert!(
         out.get("responses").is_none(),
         "the worker lifts `responses` out of the output: {out}"
