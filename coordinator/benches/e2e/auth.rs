@@ -103,7 +103,7 @@ async fn secured(workers: usize, slots: u32, n_items: usize) -> Result<Run> {
         workers,
         api,
         observer,
-        nats_pid: stack.nats.pid(),
+        nats_pids: stack.nats.pid().into_iter().collect(),
         redis_pid: server_pid("redis-server", stack.redis.port()),
     };
     // `stack` and `tmp` outlive the measurement.

@@ -51,7 +51,7 @@ async fn side(
     let raw = {
         let port = free_port();
         let stack = Stack::start_with_nats_config(&conf(port));
-        raw::round_trip(&stack.nats.url(), raw_total, raw_in_flight).await?
+        raw::round_trip(&stack.nats.url(), raw_total, raw_in_flight, 1).await?
     };
     let port = free_port();
     let stack = Stack::start_with_nats_config(&conf(port));

@@ -11,6 +11,7 @@
 //! from `cargo test --all-targets`, exits at once).
 
 mod auth;
+mod cluster;
 mod console;
 mod durability;
 mod latency;
@@ -68,6 +69,10 @@ const AUTH_WORKERS: usize = 1;
 /// Observability cost: pairs of runs (off and on) of scenario 1's workload
 /// with one worker (`CAUCUS_BENCH_TRACING_ROUNDS` overrides).
 const TRACING_ROUNDS: usize = 2;
+/// R3 on a 3-node cluster against R1 on one server: pairs of sides, each
+/// scenario 1's workload with one worker plus the raw round trip
+/// (`CAUCUS_BENCH_CLUSTER_ROUNDS` overrides).
+const CLUSTER_ROUNDS: usize = 2;
 /// Console overview: workflows held, and timed `GET /` requests.
 const CONSOLE_WORKFLOWS: usize = 10_000;
 const CONSOLE_REQUESTS: usize = 20;
@@ -143,6 +148,9 @@ async fn all() -> Result<()> {
     if selected(11) {
         console_overview().await?;
     }
+    if selected(12) {
+        cluster_throughput().await?;
+    }
     println!(
         "\ntotal bench time {:.0} s",
         started.elapsed().as_secs_f64()
@@ -170,7 +178,7 @@ async fn throughput_and_ceiling() -> Result<()> {
     println!("\n[1] end-to-end throughput, no-op tasks, stock-analysis ({THROUGHPUT_ITEMS} items x 6 tasks, {THROUGHPUT_SLOTS} slots/agent/worker)");
     let raw = {
         let stack = Stack::start();
-        raw::round_trip(&stack.nats.url(), RAW_TOTAL, RAW_IN_FLIGHT).await?
+        raw::round_trip(&stack.nats.url(), RAW_TOTAL, RAW_IN_FLIGHT, 1).await?
     };
     println!("  raw JetStream round trip ({RAW_IN_FLIGHT} in flight): {raw:>8.0} tasks/s");
     let mut best = 0.0f64;
@@ -482,5 +490,58 @@ async fn observability_cost() -> Result<()> {
             100.0 * (cpu_on / cpu_off - 1.0)
         );
     }
+    Ok(())
+}
+
+async fn cluster_throughput() -> Result<()> {
+    use cluster::Layout;
+    let rounds = env_or("CAUCUS_BENCH_CLUSTER_ROUNDS", CLUSTER_ROUNDS);
+    println!("\n[12] end-to-end throughput on a 3-node JetStream cluster, R3, against one server, R1: scenario 1's workload ({THROUGHPUT_ITEMS} items x 6 no-op tasks, 1 worker, {THROUGHPUT_SLOTS} slots/agent) and the raw round trip ({RAW_TOTAL}, {RAW_IN_FLIGHT} in flight) per side, {rounds} round(s) alternating");
+    let c = cluster::run(
+        rounds,
+        THROUGHPUT_SLOTS,
+        THROUGHPUT_ITEMS,
+        RAW_TOTAL,
+        RAW_IN_FLIGHT,
+    )
+    .await?;
+    for s in &c.sides {
+        let r = &s.run;
+        println!(
+            "  {}: raw {:>6.0} round trips/s; {:>6} tasks in {:>6.2} s = {:>6.0} tasks/s ({:.1}% of raw)",
+            s.layout.name(),
+            s.raw,
+            r.tasks,
+            r.secs,
+            r.tasks_per_sec(),
+            100.0 * r.tasks_per_sec() / s.raw
+        );
+        println!("      CPU per task: {}", r.cpu_line());
+        let stored: Vec<String> = r
+            .stored
+            .iter()
+            .map(|(n, c)| format!("{n} {:.2}", *c as f64 / r.tasks as f64))
+            .collect();
+        println!("      stored per task: {}", stored.join(", "));
+    }
+    let (r1, r3) = (Layout::Single, Layout::Cluster);
+    for l in [r1, r3] {
+        println!(
+            "  mean {}: {:.0} tasks/s, raw {:.0} round trips/s, tasks/raw = {:.3}; CPU per task: coordinator {:.0} us, workers {:.0} us, nats-server {:.0} us (all nodes)",
+            l.name(),
+            c.tasks_per_sec(l),
+            c.raw(l),
+            c.tasks_per_sec(l) / c.raw(l),
+            1e6 * c.cpu_per_task(l, "coordinator"),
+            1e6 * c.cpu_per_task(l, "workers"),
+            1e6 * c.cpu_per_task(l, "nats-server")
+        );
+    }
+    println!(
+        "  R3/R1: {:.3} end to end, {:.3} raw; nats-server CPU per task {:.2}x",
+        c.tasks_per_sec(r3) / c.tasks_per_sec(r1),
+        c.raw(r3) / c.raw(r1),
+        c.cpu_per_task(r3, "nats-server") / c.cpu_per_task(r1, "nats-server")
+    );
     Ok(())
 }

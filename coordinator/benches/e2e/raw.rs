@@ -4,8 +4,10 @@
 //! work-queue stream and keeps `in_flight` outstanding; a "worker" pulls
 //! each, acks it and publishes a result (awaiting the ack) to a second
 //! stream; the dispatcher consumes the results, acks them and publishes the
-//! next task. Both are file-backed like caucus's streams, and each side has
-//! its own connection, as separate processes would.
+//! next task. Both are file-backed like caucus's streams, replicated as
+//! caucus's would be on the same servers (1 on one server, 3 on a 3-node
+//! cluster), and each side has its own connection, as separate processes
+//! would.
 
 use std::time::{Duration, Instant};
 
@@ -14,10 +16,11 @@ use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy, stream};
 use bytes::Bytes;
 use futures::StreamExt;
 
-/// Round trips per second.
-pub async fn round_trip(url: &str, total: usize, in_flight: usize) -> Result<f64> {
-    let d_client = async_nats::connect(url).await?;
-    let w_client = async_nats::connect(url).await?;
+/// Round trips per second on streams of `replicas` replicas; `url` is one
+/// server or a cluster's comma-separated seed list.
+pub async fn round_trip(url: &str, total: usize, in_flight: usize, replicas: usize) -> Result<f64> {
+    let d_client = crate::support::connect(url).await?;
+    let w_client = crate::support::connect(url).await?;
     let djs = jetstream::new(d_client);
     let wjs = jetstream::new(w_client);
     let tasks = djs
@@ -26,6 +29,7 @@ pub async fn round_trip(url: &str, total: usize, in_flight: usize) -> Result<f64
             subjects: vec!["raw.tasks".into()],
             retention: stream::RetentionPolicy::WorkQueue,
             storage: stream::StorageType::File,
+            num_replicas: replicas,
             ..Default::default()
         })
         .await?;
@@ -34,6 +38,7 @@ pub async fn round_trip(url: &str, total: usize, in_flight: usize) -> Result<f64
             name: "RAW_RESULTS".into(),
             subjects: vec!["raw.results".into()],
             storage: stream::StorageType::File,
+            num_replicas: replicas,
             ..Default::default()
         })
         .await?;

@@ -57,6 +57,17 @@ pub fn worker_from(b: ServiceBuilder, agents: &str, slots: u32, handler: &str) -
     b.start()
 }
 
+/// A NATS connection to `urls`, one URL or a comma-separated seed list
+/// (a cluster's nodes, as caucus's `nats.url` takes them).
+pub async fn connect(urls: &str) -> Result<async_nats::Client> {
+    let seeds = urls
+        .split(',')
+        .map(|u| u.trim().parse::<async_nats::ServerAddr>())
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("NATS URL(s) {urls}"))?;
+    Ok(async_nats::connect(seeds).await?)
+}
+
 /// A client of the coordinator's control API.
 pub struct Api {
     pub nats: async_nats::Client,
@@ -65,9 +76,7 @@ pub struct Api {
 
 impl Api {
     pub async fn connect(stack: &Stack) -> Result<Api> {
-        Ok(Api::with_client(
-            async_nats::connect(stack.nats.url()).await?,
-        ))
+        Ok(Api::with_client(connect(&stack.nats.url()).await?))
     }
 
     /// An API client on an open connection (e.g. one with credentials).

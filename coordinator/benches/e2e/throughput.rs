@@ -4,15 +4,18 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use caucus_harness::{Service, Stack};
+use caucus_harness::{Service, ServiceBuilder, Stack};
 use serde_json::json;
 
 use crate::support::{
-    coordinator, items, server_pid, worker, Api, Completions, CpuMeter, STOCK_AGENTS,
+    connect, coordinator_from, items, server_pid, worker_from, Api, Completions, CpuMeter,
+    STOCK_AGENTS,
 };
 
 /// Tasks per stock-analysis workflow.
 const TASKS_PER_ITEM: usize = 6;
+/// CPU group names of a cluster's nodes, in the order of its pids.
+const NODE_LABELS: [&str; 3] = ["node 0", "node 1", "node 2"];
 
 /// One run's result.
 pub struct Run {
@@ -63,21 +66,25 @@ pub async fn run_on(
     n_items: usize,
     timeout: Duration,
 ) -> Result<Run> {
-    let coordinator = coordinator(&stack);
-    let workers: Vec<_> = (0..workers)
-        .map(|_| worker(&stack, STOCK_AGENTS, slots, "noop"))
-        .collect();
-    let api = Api::connect(&stack).await?;
-    let rig = Rig {
-        coordinator,
-        workers,
-        observer: api.nats.clone(),
-        api,
-        nats_pid: stack.nats.pid(),
+    let servers = Servers {
+        nats_url: stack.nats.url(),
+        nats_pids: stack.nats.pid().into_iter().collect(),
         redis_pid: server_pid("redis-server", stack.redis.port()),
     };
+    let rig = Rig::start(|bin| stack.service(bin), &servers, workers, slots).await?;
     // `stack` outlives the measurement: its servers stop when it drops.
     measure(rig, slots, n_items, timeout).await
+}
+
+/// Where a run's servers are: what the bench connects to and whose CPU it
+/// meters.
+pub struct Servers {
+    /// One NATS URL, or a cluster's comma-separated seed list.
+    pub nats_url: String,
+    /// Every nats-server process (three for a cluster).
+    pub nats_pids: Vec<u32>,
+    /// redis-server's pid.
+    pub redis_pid: Option<u32>,
 }
 
 /// The started processes of one run and the connections that drive and
@@ -92,10 +99,40 @@ pub struct Rig {
     /// Counts completions off the event subjects and reads stream counts:
     /// an instrument of the bench, not part of the workload.
     pub observer: async_nats::Client,
-    /// nats-server's pid, for the CPU figures.
-    pub nats_pid: Option<u32>,
+    /// The nats-server processes, for the CPU figures (one per node).
+    pub nats_pids: Vec<u32>,
     /// redis-server's pid, for the CPU figures.
     pub redis_pid: Option<u32>,
+}
+
+impl Rig {
+    /// Starts a coordinator, then `workers` no-op worker processes of
+    /// `slots` slots for every stock-analysis agent, each from
+    /// `service(bin)` (a builder already wired to the servers), and
+    /// connects the bench to `servers` (one connection both calls the API
+    /// and observes).
+    pub async fn start(
+        service: impl Fn(&str) -> ServiceBuilder,
+        servers: &Servers,
+        workers: usize,
+        slots: u32,
+    ) -> Result<Rig> {
+        // The coordinator first: it creates the streams and the workers'
+        // consumers, which the workers bind to.
+        let coordinator = coordinator_from(service("caucus-coordinator"));
+        let workers: Vec<_> = (0..workers)
+            .map(|_| worker_from(service("caucus-worker"), STOCK_AGENTS, slots, "noop"))
+            .collect();
+        let api = Api::with_client(connect(&servers.nats_url).await?);
+        Ok(Rig {
+            coordinator,
+            workers,
+            observer: api.nats.clone(),
+            api,
+            nats_pids: servers.nats_pids.clone(),
+            redis_pid: servers.redis_pid,
+        })
+    }
 }
 
 /// Waits for `rig`'s workers to be seen, runs one warm-up workflow, then
@@ -107,7 +144,7 @@ pub async fn measure(rig: Rig, slots: u32, n_items: usize, timeout: Duration) ->
         workers: w,
         api,
         observer,
-        nats_pid,
+        nats_pids,
         redis_pid,
     } = rig;
     api.wait_capacity(STOCK_AGENTS, slots as usize * w.len())
@@ -124,12 +161,23 @@ pub async fn measure(rig: Rig, slots: u32, n_items: usize, timeout: Duration) ->
     let base = stored_now(&js).await?;
     let names = items("T", n_items);
     let tasks = n_items * TASKS_PER_ITEM;
-    let meter = CpuMeter::start(vec![
+    let mut groups = vec![
         ("coordinator", c.pid().into_iter().collect()),
         ("workers", w.iter().filter_map(|s| s.pid()).collect()),
-        ("nats-server", nats_pid.into_iter().collect()),
+        ("nats-server", nats_pids.clone()),
         ("redis-server", redis_pid.into_iter().collect()),
-    ]);
+    ];
+    // On a cluster, each node too: a stream's leader does more than its
+    // followers, so the sum alone hides where the cost lands.
+    if nats_pids.len() > 1 {
+        groups.extend(
+            NODE_LABELS
+                .iter()
+                .zip(&nats_pids)
+                .map(|(l, p)| (*l, vec![*p])),
+        );
+    }
+    let meter = CpuMeter::start(groups);
     let t0 = Instant::now();
     // A unit of 1 s keeps "overdue" alerts out of the run (tasks are no-ops
     // and the worker does not pace them, so the unit changes nothing else).

@@ -17,8 +17,8 @@ use anyhow::Result;
 use caucus_harness::{free_port, Stack};
 
 use crate::otlp_sink::Sink;
-use crate::support::{coordinator_from, server_pid, worker_from, Api, STOCK_AGENTS};
-use crate::throughput::{measure, Rig, Run};
+use crate::support::server_pid;
+use crate::throughput::{measure, Rig, Run, Servers};
 
 /// How long the last completion may take to arrive.
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -123,26 +123,12 @@ async fn one(mode: Mode, workers: usize, slots: u32, n_items: usize) -> Result<(
         }
         b
     };
-    let coordinator = coordinator_from(with_env(stack.service("caucus-coordinator")));
-    let workers: Vec<_> = (0..workers)
-        .map(|_| {
-            worker_from(
-                with_env(stack.service("caucus-worker")),
-                STOCK_AGENTS,
-                slots,
-                "noop",
-            )
-        })
-        .collect();
-    let api = Api::connect(&stack).await?;
-    let rig = Rig {
-        coordinator,
-        workers,
-        observer: api.nats.clone(),
-        api,
-        nats_pid: stack.nats.pid(),
+    let servers = Servers {
+        nats_url: stack.nats.url(),
+        nats_pids: stack.nats.pid().into_iter().collect(),
         redis_pid: server_pid("redis-server", stack.redis.port()),
     };
+    let rig = Rig::start(|bin| with_env(stack.service(bin)), &servers, workers, slots).await?;
     let r = measure(rig, slots, n_items, TIMEOUT).await?;
     // Spans still queued in the processes when the last task completed
     // arrive later: count until nothing has come for two seconds, so the
