@@ -56,9 +56,14 @@ fn start(stack: &Stack) -> (Service, Service) {
     (c, w)
 }
 
+/// Waits for `id` to finish and for its finished record to be stored.
+/// `status` answers from memory and can say `completed` before the
+/// coordinator's next pump, which stores the run's pending writes in the
+/// `research` bucket and then persists the record (`coordinator.audit`
+/// reads the stored one): the tests read both after this.
 async fn finished(api: &Api, id: &str) -> Value {
     let ids = vec![id.to_string()];
-    eventually(
+    let w = eventually(
         &format!("{id} to finish"),
         Duration::from_secs(60),
         || async {
@@ -66,7 +71,23 @@ async fn finished(api: &Api, id: &str) -> Value {
             matches!(w["state"].as_str(), Some("completed" | "failed")).then_some(w)
         },
     )
-    .await
+    .await;
+    let js = jetstream::new(api.nats.clone());
+    let records = js
+        .get_key_value("caucus_workflows")
+        .await
+        .expect("workflows bucket");
+    eventually(
+        &format!("{id}'s finished record to be stored"),
+        Duration::from_secs(20),
+        || async {
+            let raw = records.get(id).await.ok()??;
+            let stored: Value = serde_json::from_slice(&raw).ok()?;
+            (stored["state"] == w["state"]).then_some(())
+        },
+    )
+    .await;
+    w
 }
 
 async fn audit_lines(api: &Api, id: &str) -> Vec<String> {
