@@ -204,6 +204,16 @@ fn completed(w: &Value) -> u64 {
     w["progress"]["completed"].as_u64().unwrap_or(0)
 }
 
+/// Tasks dispatched at least once (a gate never is).
+fn dispatched(w: &Value) -> usize {
+    w["tasks"].as_object().map_or(0, |tasks| {
+        tasks
+            .values()
+            .filter(|t| t["attempt"].as_u64().unwrap_or(0) >= 1)
+            .count()
+    })
+}
+
 fn open_review(w: &Value) -> bool {
     w["open_gates"]
         .as_array()
@@ -237,11 +247,30 @@ async fn one_workflow_is_one_trace_across_a_coordinator_restart() {
         completed(w) >= 1
     })
     .await;
-    // The first dispatches are exported (100 ms batches) before the kill.
-    collect_until(&mut spans, Duration::from_secs(10), |s| {
-        s.in_trace("dispatch").len() >= 2 && !s.in_trace("submit").is_empty()
-    })
-    .await;
+    // Every dispatch of the first coordinator is exported (100 ms batches)
+    // before the kill: a SIGKILL loses its export queue, and the test
+    // expects all six dispatches. `status` can say a task completed before
+    // the pump that dispatches the next ones, so the count of dispatched
+    // tasks is read again once their spans are in, until it holds still
+    // (the next dispatch is then a 1.5 s task away).
+    let mut wanted = 0;
+    loop {
+        let w = until(&api, &mut spans, &wf, "the workflow", minute, |_| true).await;
+        let now = dispatched(&w);
+        if now == wanted {
+            break;
+        }
+        wanted = now;
+        collect_until(&mut spans, Duration::from_secs(10), |s| {
+            s.in_trace("dispatch").len() >= wanted && !s.in_trace("submit").is_empty()
+        })
+        .await;
+        assert!(
+            spans.in_trace("dispatch").len() >= wanted && !spans.in_trace("submit").is_empty(),
+            "the first coordinator's {wanted} dispatch span(s) and its submit span were not exported:\n{}",
+            spans.tree()
+        );
+    }
     c1.kill();
     let killed_at = now_nanos();
     let mut reminding = env.clone();
