@@ -206,12 +206,26 @@ async fn a_worker_started_before_the_coordinator_waits_then_proceeds() -> anyhow
     )
     .await;
     assert!(waiting > 0);
-    assert!(
-        consumer_names(&js, "CAUCUS_MESSAGES")
-            .await?
-            .contains(&consumers::inbox_consumer_name(agent)),
-        "agents-{agent} created too"
-    );
+    // The coordinator creates the type's task consumer, then its inbox: a
+    // `noop` worker binds only the first and may pull before the second
+    // exists.
+    let inbox = consumers::inbox_consumer_name(agent);
+    eventually(
+        &format!("agents-{agent} to be created too"),
+        Duration::from_secs(30),
+        || {
+            let js = js.clone();
+            let inbox = inbox.clone();
+            async move {
+                consumer_names(&js, "CAUCUS_MESSAGES")
+                    .await
+                    .ok()?
+                    .contains(&inbox)
+                    .then_some(())
+            }
+        },
+    )
+    .await;
     assert!(worker.running(), "{}", worker.output());
     Ok(())
 }
