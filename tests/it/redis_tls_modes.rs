@@ -1,21 +1,27 @@
-//! A TLS Redis Cluster with a private CA that requires client certificates
-//! (harness `RedisCluster::start_tls`, certificates made at run time with
-//! rcgen): what redis-rs's cluster client needs to reach it. The PEM files
-//! must be given to the cluster client builder (`certs`): TLS parameters
-//! carried by the seed nodes' `ConnectionInfo` (the way the standalone pool
-//! gets `redis.tls_*`) are not used for any node connection, which is why
-//! `redis.tls_*` is refused in cluster mode while deadpool-redis's cluster
-//! manager takes seed nodes only.
+//! A TLS Redis Cluster and TLS Sentinels with a private CA that require
+//! client certificates (harness `RedisCluster::start_tls` /
+//! `RedisSentinel::start_tls`, certificates made at run time with rcgen):
+//! what redis-rs's clients need to reach them. The PEM files must be given
+//! to the client builders (`ClusterClientBuilder::certs`,
+//! `SentinelClientBuilder::set_client_to_redis_certificates`): TLS
+//! parameters carried by a seed's or a sentinel's `ConnectionInfo` (the way
+//! the standalone pool gets `redis.tls_*`) never reach the cluster nodes or
+//! the master the sentinels name. deadpool-redis 0.23's cluster and
+//! sentinel managers take only those `ConnectionInfo`s, which is why
+//! `redis.tls_*` is refused in cluster and sentinel mode.
 
 use std::path::PathBuf;
 
-use caucus_harness::RedisCluster;
+use caucus_harness::{RedisCluster, RedisSentinel};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose,
 };
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
-use redis::{ClientTlsConfig, IntoConnectionInfo, TlsCertificates};
+use redis::sentinel::{
+    SentinelClient, SentinelClientBuilder, SentinelNodeConnectionInfo, SentinelServerType,
+};
+use redis::{ClientTlsConfig, ConnectionInfo, IntoConnectionInfo, TlsCertificates, TlsMode};
 
 /// A CA, the certificate every node shows (as server and, on the cluster
 /// bus, as client) and a client certificate, as PEM files. A copy of the
@@ -95,6 +101,24 @@ impl Pki {
         }
     }
 
+    fn sentinel(&self) -> RedisSentinel {
+        RedisSentinel::start_tls(
+            &self.path("ca.pem"),
+            &self.path("node.pem"),
+            &self.path("node-key.pem"),
+        )
+    }
+
+    /// `url` parsed the way the standalone pool does with `redis.tls_*`:
+    /// the CA and client certificate in its TLS parameters.
+    fn carrying_certs(&self, url: &str) -> ConnectionInfo {
+        let info = url.into_connection_info().unwrap();
+        redis::Client::build_with_tls(info, self.client_certs())
+            .unwrap()
+            .get_connection_info()
+            .clone()
+    }
+
     fn cluster(&self) -> RedisCluster {
         RedisCluster::start_tls(
             &self.path("ca.pem"),
@@ -163,17 +187,9 @@ async fn a_cluster_client_given_the_certificates_reaches_every_master() {
 async fn tls_parameters_carried_by_the_seed_nodes_are_not_used() {
     let pki = Pki::generate();
     let cluster = pki.cluster();
-    // Each seed as the standalone pool builds its ConnectionInfo: the URL
-    // with the parsed CA and client certificate in its TLS parameters.
     let infos = seeds(&cluster)
         .iter()
-        .map(|u| {
-            let info = u.as_str().into_connection_info().unwrap();
-            redis::Client::build_with_tls(info, pki.client_certs())
-                .unwrap()
-                .get_connection_info()
-                .clone()
-        })
+        .map(|u| pki.carrying_certs(u))
         .collect::<Vec<_>>();
     // What deadpool-redis's cluster manager does with its seed nodes.
     let client = ClusterClient::new(infos).expect("cluster client");
@@ -183,8 +199,92 @@ async fn tls_parameters_carried_by_the_seed_nodes_are_not_used() {
         ),
         Err(e) => e.to_string(),
     };
+    assert_tls_refused(&e);
+}
+
+/// `e` is the failure to verify a server by the system's roots.
+fn assert_tls_refused(e: &str) {
     assert!(
-        e.contains("certificate") || e.contains("UnknownIssuer") || e.contains("handshake"),
+        e.contains("UnknownIssuer") || e.contains("certificate"),
         "expected a TLS verification failure, got: {e}"
     );
+}
+
+fn sentinels(group: &RedisSentinel) -> Vec<String> {
+    group.url().split(',').map(str::to_string).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_client_given_the_certificates_reaches_the_master() {
+    let pki = Pki::generate();
+    let group = pki.sentinel();
+    assert!(group.url().starts_with("rediss://"), "{}", group.url());
+    let addrs = sentinels(&group)
+        .iter()
+        .map(|u| u.as_str().into_connection_info().unwrap().addr().clone())
+        .collect::<Vec<_>>();
+    let mut client =
+        SentinelClientBuilder::new(addrs, group.master_name(), SentinelServerType::Master)
+            .unwrap()
+            .set_client_to_sentinel_certificates(pki.client_certs())
+            .set_client_to_redis_tls_mode(TlsMode::Secure)
+            .set_client_to_redis_certificates(pki.client_certs())
+            .build()
+            .expect("sentinel client");
+    let mut conn = client
+        .get_async_connection()
+        .await
+        .expect("the master over TLS with the private CA and a client certificate");
+    let () = redis::cmd("SET")
+        .arg("caucus:tls:sentinel")
+        .arg("v")
+        .query_async(&mut conn)
+        .await
+        .expect("SET on the master");
+    let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut conn).await.unwrap();
+    assert_eq!(
+        role.first(),
+        Some(&redis::Value::BulkString(b"master".to_vec()))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_parameters_carried_by_the_sentinels_do_not_reach_the_master() {
+    let pki = Pki::generate();
+    let group = pki.sentinel();
+    let infos = sentinels(&group)
+        .iter()
+        .map(|u| pki.carrying_certs(u))
+        .collect::<Vec<_>>();
+    // What deadpool-redis's sentinel manager does: the sentinels' infos
+    // and a TLS mode for the master, no certificates.
+    let mut client = SentinelClient::build(
+        infos,
+        group.master_name(),
+        Some(SentinelNodeConnectionInfo::default().set_tls_mode(TlsMode::Secure)),
+        SentinelServerType::Master,
+    )
+    .expect("sentinel client");
+    // The sentinels answer (their infos carry the certificates)...
+    let mut sentinel = client
+        .get_sentinel_client()
+        .expect("a sentinel over TLS")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("a sentinel connection");
+    let addr: Vec<String> = redis::cmd("SENTINEL")
+        .arg("get-master-addr-by-name")
+        .arg(group.master_name())
+        .query_async(&mut sentinel)
+        .await
+        .expect("the sentinel names the master");
+    assert_eq!(addr.len(), 2, "{addr:?}");
+    // ...but the master they name is reached without them.
+    let e = match client.get_async_connection().await {
+        Ok(_) => panic!(
+            "the sentinels' TLS parameters reached the master: deadpool-redis's sentinel pool could now carry redis.tls_*"
+        ),
+        Err(e) => e.to_string(),
+    };
+    assert_tls_refused(&e);
 }

@@ -1,7 +1,11 @@
 //! Redis with Sentinel on loopback: a master, one replica, and three
 //! sentinels (`redis-server <conf> --sentinel`, quorum 2) with a short
 //! `down-after-milliseconds`, so a killed master is replaced within seconds.
+//! [`RedisSentinel::start_tls`] runs it with TLS for clients (certificates
+//! required), replication and the sentinels' own links.
 
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::redis_node::{field, words, Node};
@@ -27,33 +31,109 @@ pub struct RedisSentinel {
     /// `[0]` starts as the master, `[1]` as its replica.
     data: Vec<Node>,
     sentinels: Vec<Node>,
+    /// With TLS, the TLS port of each data node and each sentinel (in the
+    /// order of `data` and `sentinels`): the ports clients, replication
+    /// and the sentinels use.
+    tls_ports: Option<(Vec<u16>, Vec<u16>)>,
     dir: tempfile::TempDir,
+}
+
+/// The PEM files of a TLS group.
+struct Tls {
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+impl Tls {
+    /// `redis-server`'s TLS settings on `tls_port`, as `(name, value)`:
+    /// clients must present a certificate signed by the CA; replication
+    /// and the sentinels' links use TLS, every server showing the same
+    /// certificate to its peers.
+    fn settings(&self, tls_port: u16) -> Vec<(&'static str, String)> {
+        vec![
+            ("tls-port", tls_port.to_string()),
+            ("tls-cert-file", self.cert.display().to_string()),
+            ("tls-key-file", self.key.display().to_string()),
+            ("tls-ca-cert-file", self.ca.display().to_string()),
+            ("tls-auth-clients", "yes".into()),
+            ("tls-replication", "yes".into()),
+        ]
+    }
+
+    /// [`Tls::settings`] as command-line options.
+    fn args(&self, tls_port: u16) -> Vec<String> {
+        self.settings(tls_port)
+            .into_iter()
+            .flat_map(|(k, v)| [format!("--{k}"), v])
+            .collect()
+    }
 }
 
 impl RedisSentinel {
     /// Starts the master, the replica (waits until it is in sync) and the
     /// sentinels (waits until each sees the replica and the other two).
     pub fn start() -> RedisSentinel {
+        RedisSentinel::start_with(None)
+    }
+
+    /// [`RedisSentinel::start`] with TLS: every server also listens on a
+    /// TLS port whose clients must present a certificate signed by the CA
+    /// in `ca` (PEM); replication and the sentinels' links to the servers
+    /// and to each other run over TLS, so the sentinels name the master's
+    /// TLS port. `cert` / `key` (PEM) are every server's certificate, shown
+    /// both as a server and to its peers as a client (serverAuth and
+    /// clientAuth usages). [`RedisSentinel::url`] lists the sentinels' TLS
+    /// ports (`rediss://`); the plain ports stay open on loopback for this
+    /// harness's own probes only.
+    pub fn start_tls(ca: &Path, cert: &Path, key: &Path) -> RedisSentinel {
+        RedisSentinel::start_with(Some(Tls {
+            ca: ca.to_path_buf(),
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+        }))
+    }
+
+    fn start_with(tls: Option<Tls>) -> RedisSentinel {
         let dir = tempfile::Builder::new()
             .prefix("caucus-redis-sentinel-")
             .tempdir()
             .expect("tempdir");
-        let plain = |extra: &[String]| {
+        let tls = tls.as_ref();
+        // Each server's TLS port, picked afresh with each attempt to start
+        // it (as its plain port).
+        let data_tls: Vec<Cell<u16>> = (0..2).map(|_| Cell::new(0)).collect();
+        let sentinel_tls: Vec<Cell<u16>> = (0..SENTINELS).map(|_| Cell::new(0)).collect();
+        let tls_port = |cell: &Cell<u16>| {
+            cell.set(free_port());
+            cell.get()
+        };
+        let data_args = |i: usize, extra: &[String]| {
             let mut args: Vec<String> = ["--save", "", "--appendonly", "no"]
                 .iter()
                 .map(|s| s.to_string())
                 .collect();
+            if let Some(tls) = tls {
+                args.extend(tls.args(tls_port(&data_tls[i])));
+            }
             args.extend_from_slice(extra);
             args
         };
-        let master = start_node(&dir.path().join("data-0"), |_| plain(&[]));
-        let master_port = master.port();
+        let master = start_node(&dir.path().join("data-0"), |_| data_args(0, &[]));
+        // Replicas and sentinels reach the master on its TLS port with TLS.
+        let master_port = match tls {
+            Some(_) => data_tls[0].get(),
+            None => master.port(),
+        };
         let replica = start_node(&dir.path().join("data-1"), |_| {
-            plain(&[
-                "--replicaof".into(),
-                "127.0.0.1".into(),
-                master_port.to_string(),
-            ])
+            data_args(
+                1,
+                &[
+                    "--replicaof".into(),
+                    "127.0.0.1".into(),
+                    master_port.to_string(),
+                ],
+            )
         });
         wait_until(
             "the replica in sync with the master",
@@ -69,7 +149,13 @@ impl RedisSentinel {
                 start_node(&d, |port| {
                     let conf = d.join("sentinel.conf");
                     std::fs::create_dir_all(&d).expect("mkdir sentinel dir");
-                    std::fs::write(&conf, sentinel_conf(port, master_port))
+                    let mut text = sentinel_conf(port, master_port);
+                    if let Some(tls) = tls {
+                        for (k, v) in tls.settings(tls_port(&sentinel_tls[i])) {
+                            text.push_str(&format!("{k} {v}\n"));
+                        }
+                    }
+                    std::fs::write(&conf, text)
                         .unwrap_or_else(|e| panic!("write {}: {e}", conf.display()));
                     vec![conf.display().to_string(), "--sentinel".into()]
                 })
@@ -78,19 +164,42 @@ impl RedisSentinel {
         let s = RedisSentinel {
             data: vec![master, replica],
             sentinels,
+            tls_ports: tls.map(|_| {
+                let ports =
+                    |cells: Vec<Cell<u16>>| cells.into_iter().map(Cell::into_inner).collect();
+                (ports(data_tls), ports(sentinel_tls))
+            }),
             dir,
         };
         s.wait_watching();
         s
     }
 
-    /// The sentinels for `redis.url`, comma-separated.
+    /// The sentinels for `redis.url`, comma-separated (`rediss://` and
+    /// the TLS ports for [`RedisSentinel::start_tls`]).
     pub fn url(&self) -> String {
-        self.sentinels
-            .iter()
-            .map(|n| format!("redis://127.0.0.1:{}", n.port()))
-            .collect::<Vec<_>>()
-            .join(",")
+        match &self.tls_ports {
+            Some((_, sentinels)) => sentinels
+                .iter()
+                .map(|p| format!("rediss://127.0.0.1:{p}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            None => self
+                .sentinels
+                .iter()
+                .map(|n| format!("redis://127.0.0.1:{}", n.port()))
+                .collect::<Vec<_>>()
+                .join(","),
+        }
+    }
+
+    /// The port data node `i` is known by to clients and sentinels (its
+    /// TLS port with TLS).
+    fn client_port(&self, i: usize) -> u16 {
+        match &self.tls_ports {
+            Some((data, _)) => data[i],
+            None => self.data[i].port(),
+        }
     }
 
     /// For `redis.sentinel_master`.
@@ -98,8 +207,8 @@ impl RedisSentinel {
         MASTER_NAME
     }
 
-    /// The port of the master every sentinel names now; `None` while they
-    /// disagree or do not answer.
+    /// The port of the master every sentinel names now (its TLS port with
+    /// TLS); `None` while they disagree or do not answer.
     pub fn master_port(&self) -> Option<u16> {
         let mut ports = self.sentinels.iter().filter(|s| s.running()).map(|s| {
             let reply = s.ask(&format!("SENTINEL get-master-addr-by-name {MASTER_NAME}"))?;
@@ -124,10 +233,14 @@ impl RedisSentinel {
     /// master's port.
     pub fn kill_master(&mut self) -> u16 {
         let old = self.master_port().expect("the sentinels agree on a master");
-        let (gone, promoted): (Vec<_>, Vec<_>) =
-            self.data.iter_mut().partition(|n| n.port() == old);
-        gone.into_iter().for_each(|n| n.kill());
-        let new = promoted.first().expect("a replica").port();
+        let gone = (0..self.data.len())
+            .find(|&i| self.client_port(i) == old)
+            .expect("the master is one of ours");
+        let kept = (0..self.data.len())
+            .find(|&i| i != gone)
+            .expect("a replica");
+        self.data[gone].kill();
+        let new = self.client_port(kept);
         wait_until(
             &format!(
                 "the sentinels fail over from port {old} to {new} (logs in {})",
@@ -136,11 +249,7 @@ impl RedisSentinel {
             SETTLE_TIMEOUT,
             || (self.master_port() == Some(new)).then_some(()),
         );
-        let promoted = self
-            .data
-            .iter()
-            .find(|n| n.port() == new)
-            .expect("promoted");
+        let promoted = &self.data[kept];
         wait_until(
             "the promoted replica reports role master",
             SETTLE_TIMEOUT,
