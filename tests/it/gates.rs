@@ -317,6 +317,26 @@ async fn reminders_escalation_reject_and_send_back() {
             .then_some(())
     })
     .await;
+    // `status` answers from memory, before the pump persists the reopened
+    // gate; the SIGKILL must come after the write, or the successor loads
+    // the gate still closed and `gates` below lists nothing until the
+    // unacknowledged events are redelivered to it.
+    let records = async_nats::jetstream::new(api.nats.clone())
+        .get_key_value("caucus_workflows")
+        .await
+        .expect("workflows bucket");
+    eventually(
+        "the reopened gate in KV",
+        Duration::from_secs(20),
+        || async {
+            let raw = records.get(y).await.ok()??;
+            let stored: Value = serde_json::from_slice(&raw).ok()?;
+            let g = &stored["tasks"]["signoff"];
+            (g["state"] == "awaiting_approval" && g["gate"]["history"].as_array()?.len() == 1)
+                .then_some(())
+        },
+    )
+    .await;
     // SIGKILL the coordinator while the gate waits: a new one carries on
     // from KV with the gate still open and its send-back history kept.
     c.kill();
