@@ -8,7 +8,9 @@
 //! the standalone pool gets `redis.tls_*`) never reach the cluster nodes or
 //! the master the sentinels name. deadpool-redis 0.23's cluster and
 //! sentinel managers take only those `ConnectionInfo`s, which is why
-//! `redis.tls_*` is refused in cluster and sentinel mode.
+//! shared/src/redis/managers.rs builds the pools from the clients instead
+//! (should these two "not used" tests start failing, deadpool-redis's own
+//! managers could carry the files again).
 
 use std::path::PathBuf;
 

@@ -163,27 +163,39 @@ impl RedisConfig {
             }
             _ => {}
         }
-        // deadpool-redis builds the cluster and sentinel clients from URLs
-        // alone, so PEM files could not reach their connections; refusing
-        // them is better than silently trusting the system roots instead.
-        if self.mode != RedisMode::Standalone {
-            let files = [
-                ("redis.tls_ca_file", &self.tls_ca_file),
-                ("redis.tls_cert_file", &self.tls_cert_file),
-                ("redis.tls_key_file", &self.tls_key_file),
-            ];
-            if let Some((key, _)) = files.iter().find(|(_, f)| f.is_some()) {
+        // The files are used only on TLS connections; with a plain URL they
+        // would be silently ignored.
+        let files = [
+            ("redis.tls_ca_file", &self.tls_ca_file),
+            ("redis.tls_cert_file", &self.tls_cert_file),
+            ("redis.tls_key_file", &self.tls_key_file),
+        ];
+        if let Some((key, _)) = files.iter().find(|(_, f)| f.is_some()) {
+            if let Some(plain) = urls.iter().find(|u| !is_tls_url(u)) {
                 return Err(InvalidSetting::new(
-                    key,
+                    "redis.url",
                     format!(
-                        "is not supported with redis.mode = {} (rediss:// URLs verify with the system roots)",
-                        self.mode
+                        "{} is not rediss:// but {key} is set (the TLS files need TLS URLs{})",
+                        redact_urls(plain),
+                        if urls.len() > 1 {
+                            ", every one of the list"
+                        } else {
+                            ""
+                        }
                     ),
                 ));
             }
         }
         Ok(())
     }
+}
+
+/// Whether `url` asks for TLS (`rediss://`, or `valkeys://` which the
+/// client takes too).
+fn is_tls_url(url: &str) -> bool {
+    url.split_once("://").is_some_and(|(scheme, _)| {
+        scheme.eq_ignore_ascii_case("rediss") || scheme.eq_ignore_ascii_case("valkeys")
+    })
 }
 
 #[cfg(test)]
@@ -250,9 +262,27 @@ mod tests {
         let e = cfg(RedisMode::Cluster, " , ", None).validate().unwrap_err();
         assert_eq!(e.key, "redis.url");
 
-        let mut c = cfg(RedisMode::Cluster, "rediss://a:1", None);
-        c.tls_cert_file = Some("/c.pem".into());
-        assert_eq!(c.validate().unwrap_err().key, "redis.tls_cert_file");
+        for mode in [
+            RedisMode::Standalone,
+            RedisMode::Cluster,
+            RedisMode::Sentinel,
+        ] {
+            let master = (mode == RedisMode::Sentinel).then_some("m");
+            let mut c = cfg(mode, "rediss://:hunter2@a:1", master);
+            c.tls_ca_file = Some("/ca.pem".into());
+            assert_eq!(c.validate(), Ok(()), "{mode}");
+            if mode != RedisMode::Standalone {
+                c.url = "rediss://:hunter2@a:1,redis://:hunter2@b:2".into();
+            } else {
+                c.url = "redis://:hunter2@b:2".into();
+            }
+            let e = c.validate().unwrap_err();
+            assert_eq!(e.key, "redis.url", "{mode}");
+            let e = e.to_string();
+            assert!(e.contains("redis://:***@b:2 is not rediss://"), "{e}");
+            assert!(e.contains("redis.tls_ca_file is set"), "{e}");
+            assert!(!e.contains("hunter2"), "{e}");
+        }
     }
 
     #[test]

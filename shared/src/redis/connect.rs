@@ -5,8 +5,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use backon::{ExponentialBuilder, Retryable};
+use deadpool::managed::Pool;
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{ClientTlsConfig, ConnectionInfo, IntoConnectionInfo, TlsCertificates};
 
+use super::managers::{ClusterManager, SentinelManager};
 use super::RedisPool;
 pub use crate::config::redact_url;
 use crate::config::{redact_urls, RedisConfig, RedisMode};
@@ -58,10 +61,9 @@ fn build_pool(cfg: &RedisConfig) -> Result<RedisPool, Error> {
         },
         ..deadpool_redis::PoolConfig::default()
     };
-    // The pool of type `$pool` on `$manager`, with the settings above. A
-    // macro, not a generic fn: the three pool types share only deadpool's
-    // `Manager` trait, which deadpool-redis does not re-export, and this
-    // crate does not depend on deadpool itself.
+    // The pool of type `$pool` on `$manager`, with the settings above (a
+    // macro: the standalone pool's object type is deadpool-redis's own
+    // wrapper, the others deadpool's `Object`).
     macro_rules! pooled {
         ($pool:ty, $manager:expr) => {
             <$pool>::builder($manager)
@@ -83,9 +85,15 @@ fn build_pool(cfg: &RedisConfig) -> Result<RedisPool, Error> {
                 .into_iter()
                 .map(|u| node_info(cfg, u))
                 .collect::<Result<Vec<_>, _>>()?;
-            let manager =
-                deadpool_redis::cluster::Manager::new(nodes, false).map_err(config_error)?;
-            RedisPool::cluster(pooled!(deadpool_redis::cluster::Pool, manager)?)
+            // The certificates go to the builder: the cluster client opens
+            // every node connection (seeds included) from its own TLS
+            // parameters, never from a seed's.
+            let mut client = redis::cluster::ClusterClientBuilder::new(nodes);
+            if let Some(certs) = tls_certificates(cfg)? {
+                client = client.certs(certs);
+            }
+            let manager = ClusterManager::new(client.build().map_err(config_error)?);
+            RedisPool::cluster(pooled!(Pool<ClusterManager>, manager)?)
         }
         RedisMode::Sentinel => {
             let sentinels = cfg
@@ -94,16 +102,64 @@ fn build_pool(cfg: &RedisConfig) -> Result<RedisPool, Error> {
                 .map(|u| parse_url(cfg, u))
                 .collect::<Result<Vec<_>, _>>()?;
             let master = cfg.sentinel_master().unwrap_or_default().to_string();
-            let manager = deadpool_redis::sentinel::Manager::new(
-                sentinels.clone(),
-                master,
-                Some(sentinel_node_info(cfg, &sentinels[0])),
-                deadpool_redis::sentinel::SentinelServerType::Master,
-            )
+            let node = sentinel_node_info(cfg, &sentinels[0]);
+            let client = match tls_certificates(cfg)? {
+                None => SentinelClient::build(
+                    sentinels,
+                    master,
+                    Some(node.into()),
+                    SentinelServerType::Master,
+                ),
+                Some(certs) => sentinel_client_with_certs(&sentinels, master, node, certs),
+            }
             .map_err(config_error)?;
-            RedisPool::sentinel(pooled!(deadpool_redis::sentinel::Pool, manager)?)
+            RedisPool::sentinel(pooled!(
+                Pool<SentinelManager>,
+                SentinelManager::new(client)
+            )?)
         }
     })
+}
+
+/// A sentinel client whose connections to the sentinels and to the
+/// master they name verify with `certs` and present its client
+/// certificate. Only the builder takes certificates; it authenticates to
+/// every sentinel as the first URL says.
+fn sentinel_client_with_certs(
+    sentinels: &[ConnectionInfo],
+    master: String,
+    node: deadpool_redis::sentinel::SentinelNodeConnectionInfo,
+    certs: TlsCertificates,
+) -> redis::RedisResult<SentinelClient> {
+    let mut b = SentinelClientBuilder::new(
+        sentinels.iter().map(|s| s.addr().clone()),
+        master,
+        SentinelServerType::Master,
+    )?
+    .set_client_to_sentinel_certificates(certs.clone())
+    .set_client_to_redis_certificates(certs);
+    let first = sentinels[0].redis_settings();
+    if let Some(user) = first.username() {
+        b = b.set_client_to_sentinel_username(user);
+    }
+    if let Some(password) = first.password() {
+        b = b.set_client_to_sentinel_password(password);
+    }
+    if let Some(mode) = node.tls_mode {
+        b = b.set_client_to_redis_tls_mode(mode.into());
+    }
+    if let Some(info) = node.redis_connection_info {
+        b = b
+            .set_client_to_redis_db(info.db)
+            .set_client_to_redis_protocol(redis::ProtocolVersion::RESP2);
+        if let Some(user) = info.username {
+            b = b.set_client_to_redis_username(user);
+        }
+        if let Some(password) = info.password {
+            b = b.set_client_to_redis_password(password);
+        }
+    }
+    b.build()
 }
 
 /// How the sentinels' master (and its replicas after a failover) is
@@ -212,10 +268,16 @@ fn tls_certificates(cfg: &RedisConfig) -> Result<Option<TlsCertificates>, Error>
     if client_tls.is_none() && root_cert.is_none() {
         return Ok(None);
     }
-    Ok(Some(TlsCertificates {
+    let certs = TlsCertificates {
         client_tls,
         root_cert,
-    }))
+    };
+    // Parsed here once, so unreadable PEM is reported as the TLS files'
+    // fault in every mode (the cluster and sentinel builders would blame
+    // redis.url).
+    redis::Client::build_with_tls("rediss://127.0.0.1:1", certs.clone())
+        .map_err(|e| Error::Config(format!("redis TLS files: {e}")))?;
+    Ok(Some(certs))
 }
 
 /// The start-up backoff of both servers: `attempts` tries in all, pauses
@@ -366,6 +428,54 @@ mod tests {
             node(&cfg),
             (true, Some("worker".into()), Some("s3cret".into()), 3)
         );
+    }
+
+    #[test]
+    fn unreadable_tls_files_are_blamed_in_every_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(
+            &ca,
+            "-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        for (mode, master) in [
+            (RedisMode::Standalone, None),
+            (RedisMode::Cluster, None),
+            (RedisMode::Sentinel, Some("m")),
+        ] {
+            let cfg = RedisConfig {
+                mode,
+                url: "rediss://:secret@127.0.0.1:7000".into(),
+                sentinel_master: master.map(str::to_string),
+                tls_ca_file: Some(ca.clone()),
+                ..RedisConfig::default()
+            };
+            let e = build_pool(&cfg).unwrap_err().to_string();
+            assert!(e.contains("redis TLS files"), "{mode}: {e}");
+            assert!(!e.contains("secret"), "{mode}: {e}");
+        }
+    }
+
+    #[test]
+    fn cluster_and_sentinel_modes_read_the_tls_files() {
+        // No server: the pools open connections on first use.
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("gone.pem");
+        for (mode, master) in [(RedisMode::Cluster, None), (RedisMode::Sentinel, Some("m"))] {
+            let cfg = RedisConfig {
+                mode,
+                url: "rediss://127.0.0.1:7000,rediss://127.0.0.1:7001".into(),
+                sentinel_master: master.map(str::to_string),
+                tls_ca_file: Some(missing.clone()),
+                ..RedisConfig::default()
+            };
+            let e = build_pool(&cfg).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("redis.tls_ca_file {}", missing.display())),
+                "{mode}: {e}"
+            );
+        }
     }
 
     #[tokio::test]

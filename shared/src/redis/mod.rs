@@ -17,6 +17,7 @@ mod counter;
 pub mod keys;
 pub mod leadership;
 mod lock;
+mod managers;
 pub mod partitions;
 mod poll;
 mod pool;

@@ -5,6 +5,9 @@
 
 use ::redis::aio::ConnectionLike;
 use ::redis::{Cmd, Pipeline, RedisFuture, Value};
+use deadpool::managed::{Object, Pool};
+
+use super::managers::{ClusterManager, SentinelManager};
 
 /// Error of taking a connection from the pool (same type in every mode).
 pub type PoolError = deadpool_redis::PoolError;
@@ -16,8 +19,8 @@ pub struct RedisPool(Kind);
 #[derive(Clone)]
 enum Kind {
     Standalone(deadpool_redis::Pool),
-    Cluster(deadpool_redis::cluster::Pool),
-    Sentinel(deadpool_redis::sentinel::Pool),
+    Cluster(Pool<ClusterManager>),
+    Sentinel(Pool<SentinelManager>),
 }
 
 /// A pooled connection of any mode; goes back to the pool when dropped.
@@ -26,9 +29,9 @@ pub enum RedisConnection {
     Standalone(deadpool_redis::Connection),
     /// To the cluster: routes each command by its keys' slot and follows
     /// `MOVED`/`ASK` and failovers.
-    Cluster(deadpool_redis::cluster::Connection),
+    Cluster(Object<ClusterManager>),
     /// To the master the sentinels named when it was opened.
-    Sentinel(deadpool_redis::sentinel::Connection),
+    Sentinel(Object<SentinelManager>),
 }
 
 impl RedisPool {
@@ -38,12 +41,12 @@ impl RedisPool {
     }
 
     /// Wraps a Redis Cluster pool.
-    pub fn cluster(pool: deadpool_redis::cluster::Pool) -> Self {
+    pub fn cluster(pool: Pool<ClusterManager>) -> Self {
         RedisPool(Kind::Cluster(pool))
     }
 
     /// Wraps a Sentinel pool.
-    pub fn sentinel(pool: deadpool_redis::sentinel::Pool) -> Self {
+    pub fn sentinel(pool: Pool<SentinelManager>) -> Self {
         RedisPool(Kind::Sentinel(pool))
     }
 
@@ -83,8 +86,8 @@ impl RedisConnection {
     pub fn discard(self) {
         match self {
             RedisConnection::Standalone(c) => drop(deadpool_redis::Connection::take(c)),
-            RedisConnection::Cluster(c) => drop(deadpool_redis::cluster::Connection::take(c)),
-            RedisConnection::Sentinel(c) => drop(deadpool_redis::sentinel::Connection::take(c)),
+            RedisConnection::Cluster(c) => drop(Object::take(c)),
+            RedisConnection::Sentinel(c) => drop(Object::take(c)),
         }
     }
 
@@ -92,7 +95,7 @@ impl RedisConnection {
     /// chosen nodes).
     pub(crate) fn as_cluster(&mut self) -> Option<&mut ::redis::cluster_async::ClusterConnection> {
         match self {
-            RedisConnection::Cluster(c) => Some(c),
+            RedisConnection::Cluster(c) => Some(&mut **c),
             _ => None,
         }
     }
@@ -100,8 +103,8 @@ impl RedisConnection {
     fn inner(&mut self) -> &mut dyn ConnectionLike {
         match self {
             RedisConnection::Standalone(c) => c,
-            RedisConnection::Cluster(c) => c,
-            RedisConnection::Sentinel(c) => c,
+            RedisConnection::Cluster(c) => &mut **c,
+            RedisConnection::Sentinel(c) => &mut **c,
         }
     }
 }
