@@ -71,7 +71,8 @@ const AUTH_WORKERS: usize = 1;
 const TRACING_ROUNDS: usize = 2;
 /// R3 on a 3-node cluster against R1 on one server: pairs of sides, each
 /// scenario 1's workload with one worker plus the raw round trip
-/// (`CAUCUS_BENCH_CLUSTER_ROUNDS` overrides).
+/// (`CAUCUS_BENCH_CLUSTER_ROUNDS` overrides; `CAUCUS_BENCH_CLUSTER_SLOTS`
+/// overrides the slots per agent type, scenario 1's by default).
 const CLUSTER_ROUNDS: usize = 2;
 /// Console overview: workflows held, and timed `GET /` requests.
 const CONSOLE_WORKFLOWS: usize = 10_000;
@@ -496,15 +497,9 @@ async fn observability_cost() -> Result<()> {
 async fn cluster_throughput() -> Result<()> {
     use cluster::Layout;
     let rounds = env_or("CAUCUS_BENCH_CLUSTER_ROUNDS", CLUSTER_ROUNDS);
-    println!("\n[12] end-to-end throughput on a 3-node JetStream cluster, R3, against one server, R1: scenario 1's workload ({THROUGHPUT_ITEMS} items x 6 no-op tasks, 1 worker, {THROUGHPUT_SLOTS} slots/agent) and the raw round trip ({RAW_TOTAL}, {RAW_IN_FLIGHT} in flight) per side, {rounds} round(s) alternating");
-    let c = cluster::run(
-        rounds,
-        THROUGHPUT_SLOTS,
-        THROUGHPUT_ITEMS,
-        RAW_TOTAL,
-        RAW_IN_FLIGHT,
-    )
-    .await?;
+    let slots = env_or("CAUCUS_BENCH_CLUSTER_SLOTS", THROUGHPUT_SLOTS as usize) as u32;
+    println!("\n[12] end-to-end throughput on a 3-node JetStream cluster, R3, against one server, R1: scenario 1's workload ({THROUGHPUT_ITEMS} items x 6 no-op tasks, 1 worker, {slots} slots/agent) and the raw round trip ({RAW_TOTAL}, {RAW_IN_FLIGHT} in flight) per side, {rounds} round(s) alternating");
+    let c = cluster::run(rounds, slots, THROUGHPUT_ITEMS, RAW_TOTAL, RAW_IN_FLIGHT).await?;
     for s in &c.sides {
         let r = &s.run;
         println!(
