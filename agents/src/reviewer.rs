@@ -117,6 +117,7 @@ mod tests {
             timeout_ms: 0,
             priority: 0.0,
             dispatched_at: Utc::now(),
+            partition: None,
         }
     }
 

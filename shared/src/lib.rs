@@ -23,6 +23,7 @@ pub mod inbound;
 pub mod messages;
 pub mod nats;
 pub mod outputs;
+pub mod partition;
 pub mod pipeline;
 pub mod redis;
 pub mod scrub;

@@ -121,6 +121,22 @@ impl Subjects {
         )
     }
 
+    /// The subject of a task event of partition `partition`:
+    /// `caucus.events.task.<agent_type>.<status>.<partition>`, or
+    /// [`Subjects::task_event`]'s when the dispatch named no partition (one
+    /// partition: the subjects of every release before partitions).
+    pub fn task_event_in(&self, agent_type: &str, status: &str, partition: Option<u32>) -> String {
+        match partition {
+            Some(p) => format!("{}.{p}", self.task_event(agent_type, status)),
+            None => self.task_event(agent_type, status),
+        }
+    }
+
+    /// `caucus.events.task.*.*.<partition>`: one partition's task events.
+    pub fn task_events_of(&self, partition: u32) -> String {
+        format!("{}.events.task.*.*.{partition}", self.prefix)
+    }
+
     /// `caucus.events.task.>`.
     pub fn task_events_all(&self) -> String {
         format!("{}.events.task.>", self.prefix)

@@ -58,6 +58,10 @@ pub struct TaskDispatch {
     pub priority: f64,
     /// When the coordinator dispatched it.
     pub dispatched_at: DateTime<Utc>,
+    /// The coordinator partition that owns the workflow; absent with one
+    /// partition. The attempt's events go to that partition's subject.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<u32>,
 }
 
 impl TaskDispatch {
@@ -173,6 +177,10 @@ pub struct TaskEvent {
     pub started_at: Option<DateTime<Utc>>,
     /// When this event was emitted.
     pub at: DateTime<Utc>,
+    /// The partition of the dispatch it answers (absent with one
+    /// partition); the event is published on that partition's subject.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<u32>,
 }
 
 /// Splits a task id, `<workflow_id>/<task key>`, into its two parts.

@@ -42,6 +42,7 @@ mod nats_cluster;
 mod nats_restart;
 mod otlp_metrics;
 mod outside_messages;
+mod partitioned;
 mod partitions_api;
 mod patterns;
 mod pause_resume;

@@ -29,6 +29,7 @@ fn task(
         timeout_ms: 0,
         priority: 0.0,
         dispatched_at: Utc.with_ymd_and_hms(2026, 1, 1, 10, 0, 0).unwrap(),
+        partition: None,
     }
 }
 

@@ -100,6 +100,7 @@ async fn secured(workers: usize, slots: u32, n_items: usize) -> Result<Run> {
     let observer = connect_as(&stack, "admin.env").await?;
     let rig = Rig {
         coordinator,
+        others: Vec::new(),
         workers,
         api,
         observer,

@@ -17,6 +17,7 @@ mod durability;
 mod latency;
 mod memory;
 mod otlp_sink;
+mod partitioned;
 mod planner;
 mod raw;
 mod scaleout;
@@ -151,6 +152,9 @@ async fn all() -> Result<()> {
     }
     if selected(12) {
         cluster_throughput().await?;
+    }
+    if selected(13) {
+        partitioned_throughput().await?;
     }
     println!(
         "\ntotal bench time {:.0} s",
@@ -537,6 +541,31 @@ async fn cluster_throughput() -> Result<()> {
         c.tasks_per_sec(r3) / c.tasks_per_sec(r1),
         c.raw(r3) / c.raw(r1),
         c.cpu_per_task(r3, "nats-server") / c.cpu_per_task(r1, "nats-server")
+    );
+    Ok(())
+}
+
+async fn partitioned_throughput() -> Result<()> {
+    use partitioned::Layout;
+    let rounds = env_or("CAUCUS_BENCH_PARTITION_ROUNDS", 2);
+    println!("\n[13] partitioned coordinators: scenario 1's workload ({THROUGHPUT_ITEMS} items x 6 no-op tasks, 1 worker, {THROUGHPUT_SLOTS} slots/agent) with 1 coordinator against {} coordinators sharing {} partitions, {rounds} round(s) alternating", partitioned::COORDINATORS, partitioned::PARTITIONS);
+    let runs = partitioned::run(rounds, THROUGHPUT_SLOTS, THROUGHPUT_ITEMS).await?;
+    for (layout, r) in &runs {
+        println!(
+            "  {}: {:>6} tasks in {:>6.2} s = {:>6.0} tasks/s; CPU per task: {}",
+            layout.name(),
+            r.tasks,
+            r.secs,
+            r.tasks_per_sec(),
+            r.cpu_line()
+        );
+    }
+    let one = partitioned::mean(&runs, Layout::One);
+    let two = partitioned::mean(&runs, Layout::Partitioned);
+    println!(
+        "  mean: {one:.0} vs {two:.0} tasks/s; partitioned/one = {:.3} (goal >= 1.0) -> {}",
+        two / one,
+        verdict(two >= one)
     );
     Ok(())
 }

@@ -92,6 +92,8 @@ pub struct Servers {
 pub struct Rig {
     /// The coordinator, started first (it creates the streams).
     pub coordinator: Service,
+    /// More coordinators (partitioned runs), counted with the first.
+    pub others: Vec<Service>,
     /// The worker processes, `--handler noop`, every stock-analysis agent.
     pub workers: Vec<Service>,
     /// Calls the control API (as the operator when authentication is on).
@@ -126,6 +128,7 @@ impl Rig {
         let api = Api::with_client(connect(&servers.nats_url).await?);
         Ok(Rig {
             coordinator,
+            others: Vec::new(),
             workers,
             observer: api.nats.clone(),
             api,
@@ -141,6 +144,7 @@ impl Rig {
 pub async fn measure(rig: Rig, slots: u32, n_items: usize, timeout: Duration) -> Result<Run> {
     let Rig {
         coordinator: c,
+        others,
         workers: w,
         api,
         observer,
@@ -162,7 +166,13 @@ pub async fn measure(rig: Rig, slots: u32, n_items: usize, timeout: Duration) ->
     let names = items("T", n_items);
     let tasks = n_items * TASKS_PER_ITEM;
     let mut groups = vec![
-        ("coordinator", c.pid().into_iter().collect()),
+        (
+            "coordinator",
+            c.pid()
+                .into_iter()
+                .chain(others.iter().filter_map(|o| o.pid()))
+                .collect(),
+        ),
         ("workers", w.iter().filter_map(|s| s.pid()).collect()),
         ("nats-server", nats_pids.clone()),
         ("redis-server", redis_pid.into_iter().collect()),

@@ -27,11 +27,11 @@ async fn main() -> ExitCode {
     let args = Args::parse();
     service::run_main(BIN, SERVICE, &args.common, |mut svc| async move {
         let slot = SharedScheduler::default();
-        runtime::routes(&mut svc, slot.clone());
+        let router = runtime::routes(&mut svc, slot.clone());
         // `GET /scaling/<agent_type>` for autoscalers, and the operation a
         // standby asks the leader with.
-        runtime::scaling::route(&mut svc, slot.clone());
-        let scaling = runtime::scaling::http(svc.context(), slot.clone());
+        runtime::scaling::route(&mut svc, router.clone());
+        let scaling = runtime::scaling::http(svc.context(), router);
         svc.http_routes(scaling);
         svc.run(move |ctx| run_coordinator(ctx, slot)).await
     })

@@ -35,6 +35,7 @@ fn done(d: &TaskDispatch) -> TaskEvent {
         message: None,
         started_at: None,
         at: Utc::now(),
+        partition: None,
     }
 }
 

@@ -84,6 +84,7 @@ impl NatsCaller {
             timeout_ms: self.timeout.as_millis() as u64,
             priority: 0.0,
             dispatched_at: self.clock.now(),
+            partition: None,
         }
     }
 

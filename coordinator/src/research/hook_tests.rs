@@ -79,6 +79,7 @@ fn ev(
         message: None,
         started_at: None,
         at,
+        partition: None,
     }
 }
 

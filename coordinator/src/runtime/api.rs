@@ -18,8 +18,7 @@ use super::commands::{
 use super::pipelines::{resolve, stages_of};
 use super::submissions::{
     check_key, chunks, fingerprint, new_submission_id, submission_id_for_key, summary, workflow_id,
-    SubmissionRecord, SubmissionState, Submissions, SubmitOp, SUBMISSION_SCHEMA_VERSION,
-    SUMMARY_IDS,
+    SubmissionRecord, SubmissionState, Submissions, SUBMISSION_SCHEMA_VERSION, SUMMARY_IDS,
 };
 use crate::workflow::{instantiate, LevelReviewMode, LevelReviewPolicy};
 
@@ -82,12 +81,12 @@ impl From<&caucus_shared::config::CoordinatorConfig> for SubmitSettings {
 /// answered from its record; one found half-created is finished.
 pub async fn submit(
     req: SubmitRequest,
-    scheduler: impl FnOnce() -> Result<SchedulerHandle, ApiError>,
+    target: impl FnOnce() -> Result<super::submit_to::SubmitTo, ApiError>,
     clock: SharedClock,
     settings: SubmitSettings,
     subs: Submissions,
 ) -> Result<SubmitReply, ApiError> {
-    submit_with(req, scheduler, clock, settings, subs, |_| {}).await
+    submit_with(req, target, clock, settings, subs, |_| {}).await
 }
 
 /// [`submit`], with `adjust` applied to each workflow record after it is
@@ -96,7 +95,7 @@ pub async fn submit(
 /// must depend only on the request, so a retry builds the same records.
 pub async fn submit_with(
     req: SubmitRequest,
-    scheduler: impl FnOnce() -> Result<SchedulerHandle, ApiError>,
+    target: impl FnOnce() -> Result<super::submit_to::SubmitTo, ApiError>,
     clock: SharedClock,
     settings: SubmitSettings,
     subs: Submissions,
@@ -110,14 +109,14 @@ pub async fn submit_with(
         caucus.items = req.items.len(),
         caucus.submission_id = tracing::field::Empty
     );
-    submit_in_span(req, scheduler, clock, settings, subs, adjust)
+    submit_in_span(req, target, clock, settings, subs, adjust)
         .instrument(span)
         .await
 }
 
 async fn submit_in_span(
     req: SubmitRequest,
-    scheduler: impl FnOnce() -> Result<SchedulerHandle, ApiError>,
+    target: impl FnOnce() -> Result<super::submit_to::SubmitTo, ApiError>,
     clock: SharedClock,
     settings: SubmitSettings,
     subs: Submissions,
@@ -137,7 +136,7 @@ async fn submit_in_span(
         &settings.review_defaults.1,
     )
     .map_err(|e| ApiError::new("invalid_pipeline", e))?;
-    let scheduler = scheduler()?;
+    let target = target()?;
     let unit_ms = req
         .time_unit_ms
         .unwrap_or(settings.default_unit.as_millis() as u64)
@@ -193,12 +192,7 @@ async fn submit_in_span(
     let replayed = sub.state == SubmissionState::Complete;
     let (mut created, mut existing) = (0usize, 0usize);
     if !replayed {
-        let mut grant = ask(&scheduler, |reply| Command::Submit {
-            op: SubmitOp::Begin,
-            reply,
-        })
-        .await?
-        .map_err(|e| ApiError::new("store_failed", e.to_string()))?;
+        let mut grant = target.begin().await?;
         for range in chunks(sub.created, sub.count, settings.chunk) {
             let mut records = Vec::with_capacity(range.len());
             for i in range.clone() {
@@ -224,23 +218,14 @@ async fn submit_in_span(
             created += step.created;
             existing += step.existing;
             let stored = step.records.len();
-            let adopted = ask(&scheduler, |reply| Command::Submit {
-                op: SubmitOp::Adopt(step.records),
-                reply,
-            })
-            .await;
+            let adopted = target.adopt(step.records).await;
             let failure = match (&adopted, step.error) {
-                (Ok(Ok(_)), None) => None,
-                (Ok(Ok(_)), Some(e)) => Some(e),
-                (Ok(Err(e)), _) => Some(e.to_string()),
-                (Err(e), _) => Some(ApiError::from(*e).message),
+                (Ok(_), None) => None,
+                (Ok(_), Some(e)) => Some(e),
+                (Err(e), _) => Some(e.clone()),
             };
             if let Some(e) = failure {
-                let held = if matches!(adopted, Ok(Ok(_))) {
-                    stored
-                } else {
-                    0
-                };
+                let held = if adopted.is_ok() { stored } else { 0 };
                 tracing::error!(submission_id = %submission_id, error = %e, "submission stopped half-way");
                 return Err(ApiError::new(
                     "store_failed",
@@ -256,7 +241,7 @@ async fn submit_in_span(
                     ),
                 ));
             }
-            if let Ok(Ok(g)) = adopted {
+            if let Ok(Some(g)) = adopted {
                 grant = g;
             }
             sub.created = range.end;
@@ -293,19 +278,27 @@ async fn submit_in_span(
     })
 }
 
-/// Registers `status` (the leader answers).
-pub fn status_route(svc: &mut caucus_shared::service::Service, slot: super::SharedScheduler) {
+/// Registers `status` (the leader answers; with several partitions, the
+/// owners of the workflows asked for, or every partition for a list).
+pub fn status_route(svc: &mut caucus_shared::service::Service, router: &super::route::Router) {
+    router.register::<Status, _, _>(|h, req| async move { status(req, || Ok(h)).await });
     let health = svc.context().health.clone();
+    let router = router.clone();
     svc.op::<Status, _, _>(move |req| {
-        let slot = slot.clone();
-        let health = health.clone();
-        async move { status(req, || super::leader_only(&slot, &health)).await }
+        let (router, health) = (router.clone(), health.clone());
+        async move {
+            if router.schedulers().count() <= 1 {
+                return status(req, || super::leader_only(router.schedulers(), &health)).await;
+            }
+            super::status_merge::status(&router, req).await
+        }
     });
 }
 
 /// Registers `submit` (the leader answers) and `submission` (any
 /// instance answers: it reads KV).
-pub fn submit_routes(svc: &mut caucus_shared::service::Service, slot: super::SharedScheduler) {
+pub fn submit_routes(svc: &mut caucus_shared::service::Service, router: &super::route::Router) {
+    use super::submit_to::SubmitTo;
     let ctx = svc.context().clone();
     let cfg = &ctx.config.coordinator;
     let settings = SubmitSettings::from(cfg);
@@ -315,18 +308,45 @@ pub fn submit_routes(svc: &mut caucus_shared::service::Service, slot: super::Sha
         cfg.submission_ttl,
         ctx.config.nats.replicas,
     );
+    super::submit_to::register(router);
+    // With several partitions the records are created here, in this
+    // instance's handle on the workflows bucket (opened on first use).
+    let store: std::sync::Arc<tokio::sync::OnceCell<super::store::WorkflowStore>> =
+        Default::default();
     {
         let subs = subs.clone();
         let clock = ctx.clock.clone();
         let health = ctx.health.clone();
+        let router = router.clone();
+        let (js, subjects) = (ctx.js.clone(), ctx.subjects.clone());
+        let (replicas, retain) = (ctx.config.nats.replicas, cfg.retain_history);
         svc.op::<Submit, _, _>(move |req| {
-            let slot = slot.clone();
-            let clock = clock.clone();
-            let settings = settings.clone();
-            let subs = subs.clone();
-            let health = health.clone();
-            let leader = move || super::leader_only(&slot, &health);
-            async move { submit(req, leader, clock, settings, subs).await }
+            let (router, store, clock, settings, subs, health) = (
+                router.clone(),
+                store.clone(),
+                clock.clone(),
+                settings.clone(),
+                subs.clone(),
+                health.clone(),
+            );
+            let (js, subjects) = (js.clone(), subjects.clone());
+            async move {
+                let target = if router.schedulers().count() <= 1 {
+                    super::leader_only(router.schedulers(), &health).map(SubmitTo::Scheduler)
+                } else {
+                    store
+                        .get_or_try_init(|| {
+                            super::store::WorkflowStore::open(&js, &subjects, replicas, retain)
+                        })
+                        .await
+                        .map(|store| SubmitTo::Partitions {
+                            router: router.clone(),
+                            store: store.clone(),
+                        })
+                        .map_err(|e| ApiError::new("store_failed", e.to_string()))
+                };
+                submit(req, move || target, clock, settings, subs).await
+            }
         });
     }
     svc.op::<Submission, _, _>(move |req| {

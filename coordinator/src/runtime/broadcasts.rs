@@ -30,10 +30,11 @@ pub async fn ensure_consumer(
     js: &jetstream::Context,
     subjects: &Subjects,
     ack_wait: Duration,
+    part: crate::runtime::partition::Partition,
 ) -> Result<PullConsumer, caucus_shared::Error> {
     let stream = subjects.stream(StreamKind::Messages);
     let cfg = pull::Config {
-        durable_name: Some(BROADCAST_CONSUMER.into()),
+        durable_name: Some(part.consumer(BROADCAST_CONSUMER)),
         description: Some("macro broadcasts: flag running workflows".into()),
         filter_subject: subjects.msg_all(),
         ack_policy: AckPolicy::Explicit,
@@ -43,7 +44,7 @@ pub async fn ensure_consumer(
     };
     js.create_consumer_on_stream(cfg, &stream)
         .await
-        .map_err(|e| caucus_shared::Error::consumer(BROADCAST_CONSUMER, &stream, e))
+        .map_err(|e| caucus_shared::Error::consumer(&part.consumer(BROADCAST_CONSUMER), &stream, e))
 }
 
 /// The flag a broadcast puts on workflows, or `None` when it flags nothing.

@@ -69,6 +69,15 @@ pub struct LeaseExpired;
 
 /// Requests to the scheduler.
 pub enum Command {
+    /// Take over these stored workflows of this partition (several
+    /// partitions: the submission stored them elsewhere); replies how many
+    /// of them it holds.
+    AdoptIds {
+        /// Their ids.
+        ids: Vec<String>,
+        /// How many it holds now.
+        reply: oneshot::Sender<usize>,
+    },
     /// One step of a submission (see `runtime::submissions`): may records
     /// be created now, or take over records the API stored.
     Submit {

@@ -124,10 +124,11 @@ pub async fn ensure_consumer(
     js: &jetstream::Context,
     subjects: &Subjects,
     ack_wait: Duration,
+    part: crate::runtime::partition::Partition,
 ) -> Result<jetstream::consumer::PullConsumer, caucus_shared::Error> {
     let stream = subjects.stream(StreamKind::Control);
     let cfg = pull::Config {
-        durable_name: Some(CONTROL_CONSUMER.into()),
+        durable_name: Some(part.consumer(CONTROL_CONSUMER)),
         description: Some("pause/resume/batch commands for the coordinator".into()),
         filter_subjects: CONSUMED
             .iter()
@@ -140,11 +141,12 @@ pub async fn ensure_consumer(
     };
     js.create_consumer_on_stream(cfg, &stream)
         .await
-        .map_err(|e| caucus_shared::Error::consumer(CONTROL_CONSUMER, &stream, e))
+        .map_err(|e| caucus_shared::Error::consumer(&part.consumer(CONTROL_CONSUMER), &stream, e))
 }
 
 /// Creates the consumer, then runs until `shutdown` (or the scheduler
 /// goes away).
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     js: jetstream::Context,
     subjects: Subjects,
@@ -152,11 +154,17 @@ pub async fn run(
     dlq: Dlq,
     max_bytes: usize,
     scheduler: SchedulerHandle,
+    part: crate::runtime::partition::Partition,
     shutdown: CancellationToken,
 ) {
     let Some(consumer) =
         caucus_shared::nats::consume::ensure_retrying("control", &shutdown, || {
-            ensure_consumer(&js, &subjects, ack_wait)
+            ensure_consumer(
+                &js,
+                &subjects,
+                ack_wait,
+                crate::runtime::partition::Partition::ONLY,
+            )
         })
         .await
     else {
@@ -170,6 +178,26 @@ pub async fn run(
                     .await
             else {
                 return ControlFlow::Continue(());
+            };
+            // Pauses and batches by item span partitions: kept, not lost,
+            // until they are served there (docs/PARTITIONS.md, item 8).
+            let op = match part.count > 1 {
+                false => op,
+                true => {
+                    let why = "control commands are not served when the coordinators are partitioned (coordinator.partitions > 1) yet; see docs/PARTITIONS.md";
+                    match dlq.dead_letter_message(&msg, "unsupported", why).await {
+                        Ok(()) => {
+                            let _ = msg.ack().await;
+                        }
+                        Err(err) => {
+                            tracing::error!(error = %err, "cannot dead-letter; will retry");
+                            let _ = msg
+                                .ack_with(AckKind::Nak(Some(Duration::from_secs(5))))
+                                .await;
+                        }
+                    }
+                    return ControlFlow::Continue(());
+                }
             };
             match ask(scheduler, |reply| Command::Control { op, reply }).await {
                 Err(AskError::Closed) => {

@@ -22,12 +22,16 @@ pub async fn ensure_consumer(
     js: &jetstream::Context,
     subjects: &Subjects,
     ack_wait: Duration,
+    part: crate::runtime::partition::Partition,
 ) -> Result<jetstream::consumer::PullConsumer, caucus_shared::Error> {
     let stream = subjects.stream(StreamKind::Events);
     let cfg = pull::Config {
-        durable_name: Some(EVENTS_CONSUMER.into()),
+        durable_name: Some(part.consumer(EVENTS_CONSUMER)),
         description: Some("task events for the coordinator".into()),
-        filter_subject: subjects.task_events_all(),
+        filter_subject: match part.tag() {
+            Some(p) => subjects.task_events_of(p),
+            None => subjects.task_events_all(),
+        },
         ack_policy: AckPolicy::Explicit,
         ack_wait,
         max_ack_pending: 20_000,
@@ -35,7 +39,7 @@ pub async fn ensure_consumer(
     };
     js.create_consumer_on_stream(cfg, &stream)
         .await
-        .map_err(|e| caucus_shared::Error::consumer(EVENTS_CONSUMER, &stream, e))
+        .map_err(|e| caucus_shared::Error::consumer(&part.consumer(EVENTS_CONSUMER), &stream, e))
 }
 
 /// Runs until `shutdown`.

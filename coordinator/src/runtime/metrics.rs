@@ -9,7 +9,6 @@
 //! `caucus_coordinator_leader 0` and no other gauge.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{OnceLock, RwLock};
 
 use opentelemetry::metrics::{Counter, Histogram, ObservableGauge};
@@ -125,21 +124,49 @@ impl Snapshot {
     }
 }
 
-/// Whether this process leads (`caucus_coordinator_leader`).
-static LEADER: AtomicBool = AtomicBool::new(false);
+/// The partitions this process serves, each with its scheduler's last
+/// snapshot (`None` until the first): `caucus_coordinator_leader` is 1
+/// while it serves any, and the gauges show their sum.
+static SERVED: RwLock<BTreeMap<u32, Option<Snapshot>>> = RwLock::new(BTreeMap::new());
 
-/// The leader's last snapshot; empty while not leading.
-static SNAPSHOT: RwLock<Option<Snapshot>> = RwLock::new(None);
+/// Whether this process leads (serves a partition).
+fn leading() -> bool {
+    SERVED.read().map(|s| !s.is_empty()).unwrap_or(false)
+}
 
-/// Runs `f` over the current snapshot, if this process leads and has one.
+/// Runs `f` over the served partitions' snapshots summed, if any.
 fn with_snapshot(f: impl FnOnce(&Snapshot)) {
-    if !LEADER.load(Ordering::Relaxed) {
-        return;
+    let Ok(served) = SERVED.read() else { return };
+    let mut snaps = served.values().flatten();
+    let Some(first) = snaps.next() else { return };
+    let mut sum = first.clone();
+    for s in snaps {
+        sum.add(s);
     }
-    if let Ok(s) = SNAPSHOT.read() {
-        if let Some(s) = s.as_ref() {
-            f(s);
+    f(&sum);
+}
+
+impl Snapshot {
+    /// Adds another partition's figures: queues, work and workflows add
+    /// up, the oldest wait is the oldest, capacity is the one Redis's.
+    fn add(&mut self, other: &Snapshot) {
+        for o in &other.agents {
+            match self.agents.iter_mut().find(|a| a.label == o.label) {
+                Some(a) => {
+                    a.queue_depth += o.queue_depth;
+                    a.in_use += o.in_use;
+                    a.oldest_wait_seconds = a.oldest_wait_seconds.max(o.oldest_wait_seconds);
+                    a.slots = a.slots.max(o.slots);
+                }
+                None => self.agents.push(o.clone()),
+            }
         }
+        for (state, n) in &other.workflows {
+            if let Some(mine) = self.workflows.iter_mut().find(|(s, _)| s == state) {
+                mine.1 += n;
+            }
+        }
+        self.gates_open += other.gates_open;
     }
 }
 
@@ -236,7 +263,7 @@ fn make(m: &opentelemetry::metrics::Meter) -> Instruments {
         Gauge::U64(
             m.u64_observable_gauge("caucus_coordinator_leader")
                 .with_description("1 while this coordinator leads, else 0")
-                .with_callback(|o| o.observe(u64::from(LEADER.load(Ordering::Relaxed)), &[]))
+                .with_callback(|o| o.observe(u64::from(leading()), &[]))
                 .build(),
         ),
     ];
@@ -277,28 +304,29 @@ pub(crate) fn register() {
     let _ = instruments();
 }
 
-/// This process leads from now on; its gauges show once the scheduler
-/// publishes a snapshot.
-pub(crate) fn lead() {
-    LEADER.store(true, Ordering::Relaxed);
-}
-
-/// This process no longer leads: the gauges of its tenure go.
-pub(crate) fn stand_by() {
-    LEADER.store(false, Ordering::Relaxed);
-    if let Ok(mut s) = SNAPSHOT.write() {
-        *s = None;
+/// This process serves partition `p` from now on (the only one, 0, with
+/// one partition); its gauges show once the scheduler publishes a snapshot.
+pub(crate) fn lead(p: u32) {
+    if let Ok(mut s) = SERVED.write() {
+        s.entry(p).or_insert(None);
     }
 }
 
-/// Publishes the leader's current gauges (ignored unless leading, so a
-/// scheduler outside a tenure never shows figures).
-pub(crate) fn publish(snapshot: Snapshot) {
-    if !LEADER.load(Ordering::Relaxed) {
-        return;
+/// This process no longer serves partition `p`: its gauges go (all of
+/// them once it serves none).
+pub(crate) fn stand_by(p: u32) {
+    if let Ok(mut s) = SERVED.write() {
+        s.remove(&p);
     }
-    if let Ok(mut s) = SNAPSHOT.write() {
-        *s = Some(snapshot);
+}
+
+/// Publishes partition `p`'s current gauges (ignored unless it is served,
+/// so a scheduler outside a tenure never shows figures).
+pub(crate) fn publish(p: u32, snapshot: Snapshot) {
+    if let Ok(mut s) = SERVED.write() {
+        if let Some(slot) = s.get_mut(&p) {
+            *slot = Some(snapshot);
+        }
     }
 }
 
@@ -375,7 +403,7 @@ mod tests {
         // may already exist as no-ops, made by another test).
         let _i = make(&meter());
 
-        stand_by();
+        stand_by(0);
         let t = encode();
         assert!(t.contains("caucus_coordinator_leader 0"), "{t}");
         assert!(!t.contains("caucus_task_queue_depth"), "{t}");
@@ -391,8 +419,8 @@ mod tests {
         );
         let caps = HashMap::from([("valuation".to_string(), 2), ("report".to_string(), 1)]);
         let states = HashMap::from([(WorkflowState::Running, 3), (WorkflowState::Completed, 1)]);
-        lead();
-        publish(Snapshot::new(&load, &caps, &states, 4));
+        lead(0);
+        publish(0, Snapshot::new(&load, &caps, &states, 4));
         let t = encode();
         for line in [
             "caucus_coordinator_leader 1",
@@ -410,7 +438,26 @@ mod tests {
             assert!(t.contains(line), "{line} missing in\n{t}");
         }
 
-        stand_by();
+        // A second partition served by this process adds its figures.
+        lead(5);
+        publish(5, Snapshot::new(&load, &caps, &states, 1));
+        let t = encode();
+        for line in [
+            "caucus_task_queue_depth{agent_type=\"valuation\"} 50",
+            "caucus_task_oldest_wait_seconds{agent_type=\"valuation\"} 12.5",
+            "caucus_capacity_slots{agent_type=\"valuation\"} 2",
+            "caucus_capacity_in_use{agent_type=\"valuation\"} 4",
+            "caucus_workflows{state=\"running\"} 6",
+            "caucus_gates_open 5",
+        ] {
+            assert!(t.contains(line), "{line} missing in\n{t}");
+        }
+        stand_by(0);
+        let t = encode();
+        assert!(t.contains("caucus_coordinator_leader 1"), "{t}");
+        assert!(t.contains("caucus_gates_open 1"), "{t}");
+
+        stand_by(5);
         let t = encode();
         assert!(t.contains("caucus_coordinator_leader 0"), "{t}");
         for gone in [

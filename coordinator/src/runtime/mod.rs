@@ -18,6 +18,7 @@ mod gates_package;
 pub mod inbound;
 pub mod leader;
 pub(crate) mod metrics;
+pub mod partition;
 pub mod partitions_api;
 pub mod pause;
 pub mod pipelines;
@@ -25,10 +26,13 @@ pub mod plan_api;
 pub(crate) mod publish;
 pub mod requests;
 pub mod resolutions;
+pub mod route;
 pub mod scaling;
 pub mod scheduler;
+mod status_merge;
 pub mod store;
 pub mod submissions;
+pub mod submit_to;
 pub mod term_tasks;
 pub mod topology;
 pub mod undeliverable;
@@ -107,8 +111,9 @@ pub enum CoordinatorError {
     Consumer(caucus_shared::Error),
 }
 
-/// The channel the API handlers use; `None` while standing by.
-pub type SharedScheduler = Arc<RwLock<Option<SchedulerHandle>>>;
+/// The schedulers of the partitions this instance holds (the leader's
+/// alone with one partition; none while standing by).
+pub type SharedScheduler = Arc<route::Schedulers>;
 
 /// Opens the workflow store.
 pub async fn open_store(deps: &CoordinatorDeps) -> Result<WorkflowStore, CoordinatorError> {
@@ -138,11 +143,25 @@ async fn open_kv(
     .map_err(|source| CoordinatorError::Bucket { bucket, source })
 }
 
-/// Runs until shutdown: stand by, lead, and stand by again if leadership
-/// is lost.
+/// What every term of this process shares: the stores, opened once.
+#[derive(Clone)]
+struct TermShared {
+    store: WorkflowStore,
+    checkpoints_kv: async_nats::jetstream::kv::Store,
+    batches_kv: async_nats::jetstream::kv::Store,
+    research_kv: async_nats::jetstream::kv::Store,
+    responses: inbound::ResponseStore,
+    /// Reaches every partition (several partitions only).
+    router: route::Router,
+}
+
+/// Runs until shutdown: with one partition, stand by, lead, and stand by
+/// again if leadership is lost; with several, serve the partitions this
+/// instance holds (docs/PARTITIONS.md).
 pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), CoordinatorError> {
     let cfg = &deps.config.coordinator;
     cfg.validate()?;
+    current.set_count(cfg.partitions);
     // Before standing by: a standby shows `caucus_coordinator_leader 0`.
     metrics::register();
     // The buckets and consumers the restricted services bind to (the
@@ -159,28 +178,6 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
         open_kv(&deps, batch::BATCHES_BUCKET),
         open_kv(&deps, crate::research::runtime::RESEARCH_BUCKET)
     )?;
-    let lock = OwnedLock::new(
-        deps.redis.clone(),
-        deps.subjects.prefix(),
-        leader::LEADER_LOCK,
-        &deps.instance_id,
-    )
-    .map_err(CoordinatorError::Lock)?;
-    let consumer = events::ensure_consumer(&deps.js, &deps.subjects, deps.config.worker.ack_wait)
-        .await
-        .map_err(CoordinatorError::Consumer)?;
-    let bcast_consumer =
-        broadcasts::ensure_consumer(&deps.js, &deps.subjects, deps.config.worker.ack_wait)
-            .await
-            .map_err(CoordinatorError::Consumer)?;
-    let findings_consumer =
-        inbound::findings::ensure_consumer(&deps.js, &deps.subjects, deps.config.worker.ack_wait)
-            .await
-            .map_err(CoordinatorError::Consumer)?;
-    let messages_consumer =
-        inbound::messages::ensure_consumer(&deps.js, &deps.subjects, deps.config.worker.ack_wait)
-            .await
-            .map_err(CoordinatorError::Consumer)?;
     let responses = inbound::ResponseStore::new(
         ensure_kv(
             &deps.js,
@@ -196,6 +193,29 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             source,
         })?,
     );
+    let shared = TermShared {
+        store,
+        checkpoints_kv,
+        batches_kv,
+        research_kv,
+        responses,
+        router: route::Router::new(
+            current.clone(),
+            deps.js.client(),
+            deps.subjects.clone(),
+            deps.config.nats.request_timeout,
+        ),
+    };
+    if cfg.partitions > 1 {
+        return serve_partitions(deps, shared, current).await;
+    }
+    let lock = OwnedLock::new(
+        deps.redis.clone(),
+        deps.subjects.prefix(),
+        leader::LEADER_LOCK,
+        &deps.instance_id,
+    )
+    .map_err(CoordinatorError::Lock)?;
     // The highest fencing epoch this instance has seen in the records: a
     // Redis that lost its data restarts its counter, and epochs must still
     // rise (docs/RELIABILITY.md).
@@ -207,21 +227,6 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             break;
         };
         tracing::info!(instance_id = %deps.instance_id, epoch = held.epoch(), "leading");
-        let term = CancellationToken::new();
-        let stop = {
-            let lost = held.lost().clone();
-            let shutdown = deps.shutdown.clone();
-            let term = term.clone();
-            deps.tasks.spawn_named("term-stop", async move {
-                tokio::select! {
-                    _ = lost.cancelled() => {}
-                    _ = shutdown.cancelled() => {}
-                    // A failed runtime task ended the term.
-                    _ = term.cancelled() => {}
-                }
-                term.cancel();
-            })
-        };
         let keeper = deps.tasks.spawn_named(
             "leader-keeper",
             leader::keep(
@@ -232,173 +237,16 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
                 deps.health.clone(),
             ),
         );
-        let caps: Capacities = Arc::new(RwLock::new(HashMap::new()));
-        if let Ok(c) = capacity::read(&deps.redis, deps.subjects.prefix()).await {
-            *caps.write().expect("caps") = c;
-        }
-        let mut sched = Scheduler::new(
-            store.clone(),
-            deps.js.clone(),
-            deps.subjects.clone(),
-            caps.clone(),
-            deps.clock.clone(),
-            cfg.clone(),
+        let served = serve(
+            &deps,
+            &shared,
+            partition::Partition::ONLY,
+            &held,
+            &lock,
+            Some(&current),
         )
-        .with_control(control::Control {
-            pauses: pause::PauseManager::new(
-                deps.js.clone(),
-                deps.subjects.clone(),
-                checkpoints::CheckpointStore::new(checkpoints_kv.clone()),
-                cfg.pause_reminders.clone(),
-                cfg.pause_escalate_from,
-            ),
-            batches: batch::BatchManager::new(
-                batches_kv.clone(),
-                cfg.batch_concurrency,
-                cfg.batch_failure_ratio,
-            ),
-        })
-        .with_research(crate::research::runtime::ResearchRuntime::new(
-            deps.js.clone(),
-            deps.subjects.clone(),
-            research_kv.clone(),
-            checkpoints::CheckpointStore::new(checkpoints_kv.clone()),
-            cfg.into(),
-        ))
-        .with_requests(requests::RequestAnswers::new(&deps))
-        .with_lease(held.clone())
-        .with_tasks(deps.tasks.clone())
-        .with_silence(deps.config.worker.ack_wait + deps.config.worker.lease_ttl);
-        match sched.load().await {
-            Ok((n, max_epoch)) => {
-                floor = floor.max(max_epoch);
-                if !held.raise_above(&lock, max_epoch).await {
-                    let _ = tokio::join!(keeper, stop);
-                    continue;
-                }
-                if let Err(e) = store.note_epoch(held.epoch()).await {
-                    tracing::warn!(error = %e, "cannot note this tenure's epoch in the index");
-                }
-                tracing::info!(
-                    workflows = n,
-                    epoch = held.epoch(),
-                    "loaded unfinished workflows"
-                );
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot load workflows; retrying leadership");
-                held.step_down("cannot load workflows");
-                let _ = tokio::join!(keeper, stop);
-                continue;
-            }
-        }
-        sched.set_findings(fill_findings(&deps).await);
-        let (tx, rx) = mpsc::channel(1024);
-        sched.set_handle(tx.clone());
-        *current.write().expect("scheduler slot") = Some(tx.clone());
-        metrics::lead();
-        // The term's tasks run in one set: one that ends early or panics
-        // ends the term (its work would silently stop otherwise: no events
-        // applied, no capacity read) and is reported in health.
-        let mut tasks = TermTasks::new(term.clone(), deps.health.clone());
-        tasks.spawn(
-            "capacity",
-            capacity::run(
-                deps.redis.clone(),
-                deps.subjects.prefix().to_string(),
-                caps,
-                cfg.tick,
-                tx.clone(),
-                term.clone(),
-            ),
-        );
-        tasks.spawn(
-            "events",
-            events::run(
-                consumer.clone(),
-                Dlq::new(deps.js.clone(), deps.subjects.clone()),
-                deps.config.max_body_bytes,
-                cfg.event_batch,
-                tx.clone(),
-                term.clone(),
-            ),
-        );
-        tasks.spawn(
-            "control",
-            control_stream::run(
-                deps.js.clone(),
-                deps.subjects.clone(),
-                deps.config.worker.ack_wait,
-                Dlq::new(deps.js.clone(), deps.subjects.clone()),
-                deps.config.max_body_bytes,
-                tx.clone(),
-                term.clone(),
-            ),
-        );
-        tasks.spawn(
-            "broadcasts",
-            broadcasts::run(
-                bcast_consumer.clone(),
-                Dlq::new(deps.js.clone(), deps.subjects.clone()),
-                deps.config.max_body_bytes,
-                deps.clock.clone(),
-                tx.clone(),
-                term.clone(),
-            ),
-        );
-        tasks.spawn(
-            "resolutions",
-            resolutions::run(
-                deps.js.clone(),
-                deps.subjects.clone(),
-                deps.config.worker.ack_wait,
-                deps.config.nats.request_timeout,
-                Dlq::new(deps.js.clone(), deps.subjects.clone()),
-                deps.config.max_body_bytes,
-                tx.clone(),
-                term.clone(),
-            ),
-        );
-        tasks.spawn(
-            "undeliverable",
-            undeliverable::run(
-                deps.js.clone(),
-                deps.subjects.clone(),
-                tx.clone(),
-                term.clone(),
-            ),
-        );
-        let inbound = inbound::Inbound {
-            js: deps.js.clone(),
-            subjects: deps.subjects.clone(),
-            dlq: Dlq::new(deps.js.clone(), deps.subjects.clone()),
-            max_bytes: deps.config.max_body_bytes,
-            clock: deps.clock.clone(),
-            scheduler: tx.clone(),
-            responses: responses.clone(),
-            pending: Default::default(),
-            timeouts: cfg.response_timeout,
-            requests: requests::RequestIntake::new(&deps, store.clone(), tx.clone()),
-        };
-        tasks.spawn(
-            "findings",
-            inbound::findings::run(findings_consumer.clone(), inbound.clone(), term.clone()),
-        );
-        tasks.spawn(
-            "messages",
-            inbound::messages::run(messages_consumer.clone(), inbound.clone(), term.clone()),
-        );
-        tasks.spawn("responses", inbound::watch(inbound, cfg.tick, term.clone()));
-        drop(tx);
-        let scheduling = async {
-            sched.run(rx, term.clone()).await;
-            // At once, not after the other tasks: the API must not hand
-            // requests to a scheduler that stopped.
-            *current.write().expect("scheduler slot") = None;
-            metrics::stand_by();
-        };
-        tokio::join!(scheduling, tasks.supervise());
-        let _ = stop.await;
+        .await;
+        floor = floor.max(served);
         if deps.shutdown.is_cancelled() {
             let _ = keeper.await;
             break;
@@ -409,6 +257,334 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
         tracing::warn!("stepped down; standing by");
     }
     Ok(())
+}
+
+/// Several partitions: divides them with the other coordinators and runs
+/// one term per partition held, dropping its tenure (which releases the
+/// partition) once the term is over.
+async fn serve_partitions(
+    deps: CoordinatorDeps,
+    shared: TermShared,
+    current: SharedScheduler,
+) -> Result<(), CoordinatorError> {
+    use caucus_shared::redis::partitions::{divide, PartitionPlan};
+    let cfg = &deps.config.coordinator;
+    let count = cfg.partitions;
+    let plan = PartitionPlan {
+        group: PARTITION_GROUP.into(),
+        locks: (0..count)
+            .map(|p| leader::partition_lock(p, count))
+            .collect(),
+        lease: cfg.leader_lease,
+    };
+    let (tx, mut rx) = mpsc::channel(count as usize);
+    let divider = {
+        let (pool, prefix, token) = (
+            deps.redis.clone(),
+            deps.subjects.prefix().to_string(),
+            deps.instance_id.clone(),
+        );
+        let (shutdown, health) = (deps.shutdown.clone(), deps.health.clone());
+        deps.tasks.spawn_named("partitions", async move {
+            if let Err(e) = divide(pool, &prefix, &token, plan, tx, shutdown, health).await {
+                tracing::error!(error = %e, "cannot divide the partitions");
+            }
+        })
+    };
+    while let Some(tenure) = rx.recv().await {
+        let part = partition::Partition {
+            index: tenure.partition(),
+            count,
+        };
+        let (deps, shared, current) = (deps.clone(), shared.clone(), current.clone());
+        deps.tasks.clone().spawn_named("partition", async move {
+            tracing::info!(
+                partition = part.index,
+                epoch = tenure.lease().epoch(),
+                "serving partition"
+            );
+            serve(
+                &deps,
+                &shared,
+                part,
+                tenure.lease(),
+                tenure.lock(),
+                Some(&current),
+            )
+            .await;
+            tenure.lease().step_down("partition term ended");
+            tracing::warn!(partition = part.index, "partition given up");
+            drop(tenure);
+        });
+    }
+    let _ = divider.await;
+    Ok(())
+}
+
+/// The member group of coordinators sharing partitions.
+pub const PARTITION_GROUP: &str = "partitions:coordinator";
+
+/// One term: loads partition `part`'s unfinished workflows and schedules
+/// them while `held` is valid. Returns the highest epoch found in the
+/// records (the floor of the next term's epoch).
+async fn serve(
+    deps: &CoordinatorDeps,
+    shared: &TermShared,
+    part: partition::Partition,
+    held: &caucus_shared::redis::leadership::LeaderLease,
+    lock: &OwnedLock,
+    slot: Option<&SharedScheduler>,
+) -> u64 {
+    let cfg = &deps.config.coordinator;
+    let ack_wait = deps.config.worker.ack_wait;
+    let term = CancellationToken::new();
+    let stop = {
+        let lost = held.lost().clone();
+        let shutdown = deps.shutdown.clone();
+        let term = term.clone();
+        deps.tasks.spawn_named("term-stop", async move {
+            tokio::select! {
+                _ = lost.cancelled() => {}
+                _ = shutdown.cancelled() => {}
+                // A failed runtime task ended the term.
+                _ = term.cancelled() => {}
+            }
+            term.cancel();
+        })
+    };
+    // Findings, messages and control commands are read by one term:
+    // partition 0's, under the names of one partition; findings reach
+    // every partition from there (docs/PARTITIONS.md, item 5).
+    let inbound_here = part.index == 0;
+    let only = partition::Partition::ONLY;
+    let consumers = tokio::try_join!(
+        events::ensure_consumer(&deps.js, &deps.subjects, ack_wait, part),
+        broadcasts::ensure_consumer(&deps.js, &deps.subjects, ack_wait, part),
+        async {
+            match inbound_here {
+                true => {
+                    inbound::findings::ensure_consumer(&deps.js, &deps.subjects, ack_wait, only)
+                        .await
+                        .map(Some)
+                }
+                false => Ok(None),
+            }
+        },
+        async {
+            match inbound_here {
+                true => {
+                    inbound::messages::ensure_consumer(&deps.js, &deps.subjects, ack_wait, only)
+                        .await
+                        .map(Some)
+                }
+                false => Ok(None),
+            }
+        },
+    );
+    let (consumer, bcast_consumer, findings_consumer, messages_consumer) = match consumers {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, partition = part.index, "cannot create this term's consumers; stepping down");
+            held.step_down("cannot create the term's consumers");
+            let _ = stop.await;
+            return 0;
+        }
+    };
+    let store = &shared.store;
+    let caps: Capacities = Arc::new(RwLock::new(HashMap::new()));
+    if let Ok(c) = capacity::read(&deps.redis, deps.subjects.prefix()).await {
+        *caps.write().expect("caps") = c;
+    }
+    let mut sched = Scheduler::new(
+        store.clone(),
+        deps.js.clone(),
+        deps.subjects.clone(),
+        caps.clone(),
+        deps.clock.clone(),
+        cfg.clone(),
+    )
+    .with_partition(part)
+    .with_control(control::Control {
+        pauses: pause::PauseManager::new(
+            deps.js.clone(),
+            deps.subjects.clone(),
+            checkpoints::CheckpointStore::new(shared.checkpoints_kv.clone()),
+            cfg.pause_reminders.clone(),
+            cfg.pause_escalate_from,
+        ),
+        batches: batch::BatchManager::new(
+            shared.batches_kv.clone(),
+            cfg.batch_concurrency,
+            cfg.batch_failure_ratio,
+        ),
+    })
+    .with_research(crate::research::runtime::ResearchRuntime::new(
+        deps.js.clone(),
+        deps.subjects.clone(),
+        shared.research_kv.clone(),
+        checkpoints::CheckpointStore::new(shared.checkpoints_kv.clone()),
+        cfg.into(),
+    ))
+    .with_requests(requests::RequestAnswers::new(deps))
+    .with_lease(held.clone())
+    .with_tasks(deps.tasks.clone())
+    .with_silence(deps.config.worker.ack_wait + deps.config.worker.lease_ttl);
+    let floor = match sched.load().await {
+        Ok((n, max_epoch)) => {
+            if !held.raise_above(lock, max_epoch).await {
+                let _ = stop.await;
+                return max_epoch;
+            }
+            if part.count <= 1 {
+                if let Err(e) = store.note_epoch(held.epoch()).await {
+                    tracing::warn!(error = %e, "cannot note this tenure's epoch in the index");
+                }
+            }
+            tracing::info!(
+                workflows = n,
+                epoch = held.epoch(),
+                partition = part.index,
+                "loaded unfinished workflows"
+            );
+            max_epoch
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cannot load workflows; retrying leadership");
+            held.step_down("cannot load workflows");
+            let _ = stop.await;
+            return 0;
+        }
+    };
+    sched.set_findings(fill_findings(deps).await);
+    let (tx, rx) = mpsc::channel(1024);
+    sched.set_handle(tx.clone());
+    if let Some(slot) = slot {
+        slot.set(part.index, Some(tx.clone()));
+        metrics::lead(part.index);
+    }
+    // The term's tasks run in one set: one that ends early or panics
+    // ends the term (its work would silently stop otherwise: no events
+    // applied, no capacity read) and is reported in health.
+    let mut tasks = TermTasks::new(term.clone(), deps.health.clone());
+    tasks.spawn(
+        "capacity",
+        capacity::run(
+            deps.redis.clone(),
+            deps.subjects.prefix().to_string(),
+            caps,
+            cfg.tick,
+            tx.clone(),
+            term.clone(),
+        ),
+    );
+    tasks.spawn(
+        "events",
+        events::run(
+            consumer,
+            Dlq::new(deps.js.clone(), deps.subjects.clone()),
+            deps.config.max_body_bytes,
+            cfg.event_batch,
+            tx.clone(),
+            term.clone(),
+        ),
+    );
+    if inbound_here {
+        tasks.spawn(
+            "control",
+            control_stream::run(
+                deps.js.clone(),
+                deps.subjects.clone(),
+                ack_wait,
+                Dlq::new(deps.js.clone(), deps.subjects.clone()),
+                deps.config.max_body_bytes,
+                tx.clone(),
+                part,
+                term.clone(),
+            ),
+        );
+    }
+    tasks.spawn(
+        "broadcasts",
+        broadcasts::run(
+            bcast_consumer,
+            Dlq::new(deps.js.clone(), deps.subjects.clone()),
+            deps.config.max_body_bytes,
+            deps.clock.clone(),
+            tx.clone(),
+            term.clone(),
+        ),
+    );
+    tasks.spawn(
+        "resolutions",
+        resolutions::run(
+            deps.js.clone(),
+            deps.subjects.clone(),
+            ack_wait,
+            deps.config.nats.request_timeout,
+            Dlq::new(deps.js.clone(), deps.subjects.clone()),
+            deps.config.max_body_bytes,
+            tx.clone(),
+            part,
+            term.clone(),
+        ),
+    );
+    tasks.spawn(
+        "undeliverable",
+        undeliverable::run(
+            deps.js.clone(),
+            deps.subjects.clone(),
+            tx.clone(),
+            term.clone(),
+        ),
+    );
+    let inbound = inbound::Inbound {
+        js: deps.js.clone(),
+        subjects: deps.subjects.clone(),
+        dlq: Dlq::new(deps.js.clone(), deps.subjects.clone()),
+        max_bytes: deps.config.max_body_bytes,
+        clock: deps.clock.clone(),
+        scheduler: tx.clone(),
+        responses: shared.responses.clone(),
+        pending: Default::default(),
+        timeouts: cfg.response_timeout,
+        partitions: (part.count > 1).then(|| shared.router.clone()),
+        requests: requests::RequestIntake::new(
+            deps,
+            store.clone(),
+            if part.count > 1 {
+                submit_to::SubmitTo::Partitions {
+                    router: shared.router.clone(),
+                    store: store.clone(),
+                }
+            } else {
+                submit_to::SubmitTo::Scheduler(tx.clone())
+            },
+        ),
+    };
+    if let (Some(findings), Some(messages)) = (findings_consumer, messages_consumer) {
+        tasks.spawn(
+            "findings",
+            inbound::findings::run(findings, inbound.clone(), term.clone()),
+        );
+        tasks.spawn(
+            "messages",
+            inbound::messages::run(messages, inbound.clone(), term.clone()),
+        );
+        tasks.spawn("responses", inbound::watch(inbound, cfg.tick, term.clone()));
+    }
+    drop(tx);
+    let scheduling = async {
+        sched.run(rx, term.clone()).await;
+        // At once, not after the other tasks: the API must not hand
+        // requests to a scheduler that stopped.
+        if let Some(slot) = slot {
+            slot.set(part.index, None);
+            metrics::stand_by(part.index);
+        }
+    };
+    tokio::join!(scheduling, tasks.supervise());
+    let _ = stop.await;
+    floor
 }
 
 /// The findings index of a new term, filled from the stream's last
@@ -463,7 +639,7 @@ pub(crate) fn leader_only(
     slot: &SharedScheduler,
     health: &caucus_shared::health::Health,
 ) -> Result<SchedulerHandle, caucus_shared::nats::ApiError> {
-    if let Some(s) = slot.read().ok().and_then(|s| s.clone()) {
+    if let Some(s) = slot.leader() {
         return Ok(s);
     }
     use caucus_shared::health::{LEADERSHIP, REDIS};
@@ -479,16 +655,29 @@ pub(crate) fn leader_only(
     ))
 }
 
-/// Registers the coordinator's API routes on `svc`, one area at a time.
-pub fn routes(svc: &mut caucus_shared::service::Service, slot: SharedScheduler) {
+/// Registers the coordinator's API routes on `svc`, one area at a time;
+/// returns the router they share (for `scaling`).
+pub fn routes(svc: &mut caucus_shared::service::Service, slot: SharedScheduler) -> route::Router {
+    let ctx = svc.context().clone();
+    let router = route::Router::new(
+        slot.clone(),
+        ctx.nats.clone(),
+        ctx.subjects.clone(),
+        ctx.config.nats.request_timeout,
+    );
+    inbound::hold::register(&router);
+    // Forwarded requests (several partitions only; harmless with one).
+    ctx.tasks
+        .spawn_named("partition-api", router.clone().serve(ctx.shutdown.clone()));
     // `submit` and `submission` (runtime/submissions.rs).
-    api::submit_routes(svc, slot.clone());
-    api::status_route(svc, slot.clone());
+    api::submit_routes(svc, &router);
+    api::status_route(svc, &router);
     plan_api::route(svc);
-    workers_api::route(svc, slot.clone());
-    partitions_api::route(svc, slot.clone());
+    workers_api::route(svc, &router);
+    partitions_api::route(svc, &router);
     crate::research::runtime::audit_route(svc);
-    control_api::routes(svc, slot.clone());
+    control_api::routes(svc, &router);
     crate::patterns::register(svc);
-    gates_api::routes(svc, slot);
+    gates_api::routes(svc, &router);
+    router
 }

@@ -21,10 +21,6 @@ use caucus_shared::service::Service;
 use super::leader::partition_lock;
 use super::SharedScheduler;
 
-/// How many partitions the workflow space has. One today (partition 0,
-/// whose lock is the leader lock); `coordinator.partitions` will set it.
-pub const PARTITIONS: u32 = 1;
-
 /// How long a non-owner keeps asking for the owner's count (a `standby`
 /// answer means the request reached another non-owner): below the
 /// caller's `nats.request_timeout` (5 s by default), so the caller gets
@@ -36,7 +32,9 @@ const OWNER_SEARCH: Duration = Duration::from_secs(2);
 const HANDOVER_RETRIES: usize = 3;
 
 /// Registers `partitions` (any instance answers).
-pub fn route(svc: &mut Service, slot: SharedScheduler) {
+pub fn route(svc: &mut Service, router: &super::route::Router) {
+    let slot = router.schedulers().clone();
+    let router = router.clone();
     let ctx = svc.context().clone();
     let client = ApiClient::new(
         ctx.nats.clone(),
@@ -47,12 +45,14 @@ pub fn route(svc: &mut Service, slot: SharedScheduler) {
     svc.op::<Partitions, _, _>(move |_| {
         let asker = Asker {
             slot: slot.clone(),
+            router: router.clone(),
             client: client.clone(),
             instance_id: ctx.instance_id.clone(),
         };
         let redis = ctx.redis.clone();
         let prefix = ctx.subjects.prefix().to_string();
-        async move { partitions(&redis, &prefix, PARTITIONS, &asker).await }
+        let count = slot.count();
+        async move { partitions(&redis, &prefix, count, &asker).await }
     });
 }
 
@@ -60,6 +60,7 @@ pub fn route(svc: &mut Service, slot: SharedScheduler) {
 /// for the partitions it owns, the owner over NATS for the others.
 struct Asker {
     slot: SharedScheduler,
+    router: super::route::Router,
     client: ApiClient,
     instance_id: String,
 }
@@ -67,15 +68,24 @@ struct Asker {
 impl Asker {
     /// Unfinished workflows held by `owner`'s scheduler; `None` when it
     /// did not answer (stepping down, still loading, unreachable).
-    async fn workflows(&self, owner: &str) -> Option<u64> {
+    async fn workflows(&self, owner: &str, p: u32) -> Option<u64> {
         // Only the counts are wanted; the one-workflow page is the
         // smallest `status` answers.
         let request = StatusRequest {
             limit: Some(1),
             ..StatusRequest::default()
         };
-        let local = self.slot.read().ok().and_then(|s| s.clone());
+        let local = self.slot.leader();
         let answer = match local {
+            // Several partitions: the request goes to partition `p`'s
+            // scheduler, here or on its owner.
+            _ if self.slot.count() > 1 => {
+                // A partition just taken answers once its workflows are
+                // loaded; until then the count is unknown, not late.
+                tokio::time::timeout(OWNER_SEARCH, self.router.call::<Status>(p, &request))
+                    .await
+                    .unwrap_or_else(|_| Err(ApiError::new("timeout", "no answer")))
+            }
             Some(s) if owner == self.instance_id => super::api::status(request, || Ok(s)).await,
             // With one partition its owner is the leader, the only
             // instance that answers `status`. With P partitions the
@@ -99,37 +109,55 @@ async fn partitions(
     count: u32,
     asker: &Asker,
 ) -> Result<PartitionsReply, ApiError> {
+    // Every partition at once: one whose owner is busy (loading, or
+    // stalled by a failover) must not hold up the others.
+    let each = (0..count).map(|p| one(redis, prefix, count, p, asker));
     let mut reply = PartitionsReply {
         partitions: BTreeMap::new(),
     };
-    for p in 0..count {
-        // A read-only handle: the token is ours, but nothing here takes,
-        // extends or releases the lock.
-        let lock = OwnedLock::new(
-            redis.clone(),
-            prefix,
-            &partition_lock(p, count),
-            &asker.instance_id,
-        )
-        .map_err(|e| ApiError::internal(e.to_string()))?;
-        let mut info = read(&lock).await?;
-        for _ in 0..HANDOVER_RETRIES {
-            let Some(owner) = info.owner.clone() else {
-                break;
-            };
-            let workflows = asker.workflows(&owner).await;
-            let now = read(&lock).await?;
-            if now == info {
-                info.workflows = workflows;
-                break;
-            }
-            // Handed over while counting: the count may be another
-            // owner's. Read again and ask the new one.
-            info = now;
-        }
-        reply.partitions.insert(p.to_string(), info);
+    for (p, info) in futures::future::join_all(each)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        reply.partitions.insert(p.to_string(), info?);
     }
     Ok(reply)
+}
+
+/// Partition `p`'s owner, epoch and workflow count.
+async fn one(
+    redis: &RedisPool,
+    prefix: &str,
+    count: u32,
+    p: u32,
+    asker: &Asker,
+) -> Result<PartitionInfo, ApiError> {
+    // A read-only handle: the token is ours, but nothing here takes,
+    // extends or releases the lock.
+    let lock = OwnedLock::new(
+        redis.clone(),
+        prefix,
+        &partition_lock(p, count),
+        &asker.instance_id,
+    )
+    .map_err(|e| ApiError::internal(e.to_string()))?;
+    let mut info = read(&lock).await?;
+    for _ in 0..HANDOVER_RETRIES {
+        let Some(owner) = info.owner.clone() else {
+            break;
+        };
+        let workflows = asker.workflows(&owner, p).await;
+        let now = read(&lock).await?;
+        if now == info {
+            info.workflows = workflows;
+            break;
+        }
+        // Handed over while counting: the count may be another
+        // owner's. Read again and ask the new one.
+        info = now;
+    }
+    Ok(info)
 }
 
 /// The lock's owner and epoch (no count yet).

@@ -76,8 +76,10 @@ pub fn decode(bytes: &[u8], max: usize) -> Result<Option<Settled>, DecodeError> 
 
 /// The durable consumer could not be made (retried until it can).
 #[derive(Debug, thiserror::Error)]
-#[error("consumer {RESOLUTIONS_CONSUMER} on {stream}: {source}")]
+#[error("consumer {consumer} on {stream}: {source}")]
 pub struct ConsumerError {
+    /// The consumer's durable name.
+    consumer: String,
     /// The debates stream.
     stream: String,
     /// What JetStream answered.
@@ -89,10 +91,11 @@ async fn ensure_consumer(
     js: &jetstream::Context,
     subjects: &Subjects,
     ack_wait: Duration,
+    part: crate::runtime::partition::Partition,
 ) -> Result<jetstream::consumer::PullConsumer, ConsumerError> {
     let stream = subjects.stream(StreamKind::Debates);
     let cfg = pull::Config {
-        durable_name: Some(RESOLUTIONS_CONSUMER.into()),
+        durable_name: Some(part.consumer(RESOLUTIONS_CONSUMER)),
         description: Some("debate resolutions that settle workflow assumptions".into()),
         // A wildcard, written out: `Subjects::debates` would encode the `*`.
         filter_subject: format!("{}.debates.*.resolution", subjects.prefix()),
@@ -103,7 +106,11 @@ async fn ensure_consumer(
     };
     js.create_consumer_on_stream(cfg, &stream)
         .await
-        .map_err(|source| ConsumerError { stream, source })
+        .map_err(|source| ConsumerError {
+            consumer: part.consumer(RESOLUTIONS_CONSUMER),
+            stream,
+            source,
+        })
 }
 
 /// What became of one event.
@@ -117,6 +124,7 @@ async fn apply(
     subjects: &Subjects,
     timeout: Duration,
     scheduler: &SchedulerHandle,
+    part: crate::runtime::partition::Partition,
     s: Settled,
 ) -> Handled {
     let request = DebateRequest {
@@ -138,6 +146,10 @@ async fn apply(
     let Some(wf) = debate.challenge.workflow_id.as_deref() else {
         return Handled::Done;
     };
+    // Every partition reads every resolution; the workflow's owner acts.
+    if !part.owns(wf) {
+        return Handled::Done;
+    }
     let op = GateOp::Settle {
         workflow_id: wf.to_string(),
         metric: s.metric.clone(),
@@ -171,12 +183,13 @@ pub async fn run(
     dlq: Dlq,
     max_bytes: usize,
     scheduler: SchedulerHandle,
+    part: crate::runtime::partition::Partition,
     shutdown: CancellationToken,
 ) {
     let client = js.client();
     let Some(consumer) =
         caucus_shared::nats::consume::ensure_retrying("resolutions", &shutdown, || {
-            ensure_consumer(&js, &subjects, ack_wait)
+            ensure_consumer(&js, &subjects, ack_wait, part)
         })
         .await
     else {
@@ -193,7 +206,7 @@ pub async fn run(
             };
             let outcome = match settled {
                 None => Handled::Done,
-                Some(s) => apply(client, subjects, request_timeout, scheduler, s).await,
+                Some(s) => apply(client, subjects, request_timeout, scheduler, part, s).await,
             };
             match outcome {
                 Handled::Done => {

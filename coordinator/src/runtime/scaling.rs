@@ -36,22 +36,41 @@ use super::SharedScheduler;
 const LEADER_SEARCH: Duration = Duration::from_secs(2);
 
 /// Registers the `scaling` operation (the leader answers; a standby
-/// answers `standby`, which callers retry on another instance).
-pub fn route(svc: &mut Service, slot: SharedScheduler) {
+/// answers `standby`, which callers retry on another instance; with
+/// several partitions any instance answers, summing every partition's).
+pub fn route(svc: &mut Service, router: super::route::Router) {
     let ctx = svc.context().clone();
     svc.op::<Scaling, _, _>(move |req| {
-        let leader = super::leader_only(&slot, &ctx.health);
+        let leader = super::leader_only(router.schedulers(), &ctx.health);
+        let router = router.clone();
         let redis = ctx.redis.clone();
         let prefix = ctx.subjects.prefix().to_string();
-        async move { view(&leader?, &redis, &prefix, &req.agent_type).await }
+        async move {
+            if router.schedulers().count() > 1 {
+                return partitioned(&router, &redis, &prefix, &req.agent_type).await;
+            }
+            view(&leader?, &redis, &prefix, &req.agent_type).await
+        }
     });
+}
+
+/// `agent_type`'s backlog summed over every partition.
+async fn partitioned(
+    router: &super::route::Router,
+    redis: &RedisPool,
+    prefix: &str,
+    agent_type: &str,
+) -> Result<ScalingView, ApiError> {
+    let load = super::status_merge::loads(router).await?;
+    view_of(&load, redis, prefix, agent_type).await
 }
 
 /// The HTTP routes: `GET /scaling/<agent_type>` (add them with
 /// [`Service::http_routes`]).
-pub fn http(ctx: &ServiceContext, slot: SharedScheduler) -> Router {
+pub fn http(ctx: &ServiceContext, router: super::route::Router) -> Router {
     let state = HttpState {
-        slot,
+        slot: router.schedulers().clone(),
+        router,
         health: ctx.health.clone(),
         redis: ctx.redis.clone(),
         prefix: ctx.subjects.prefix().to_string(),
@@ -71,6 +90,7 @@ pub fn http(ctx: &ServiceContext, slot: SharedScheduler) -> Router {
 #[derive(Clone)]
 struct HttpState {
     slot: SharedScheduler,
+    router: super::route::Router,
     health: Health,
     redis: RedisPool,
     prefix: String,
@@ -78,6 +98,12 @@ struct HttpState {
 }
 
 async fn scaling(State(s): State<HttpState>, Path(agent_type): Path<String>) -> Response {
+    if s.slot.count() > 1 {
+        return match partitioned(&s.router, &s.redis, &s.prefix, &agent_type).await {
+            Ok(v) => Json(v).into_response(),
+            Err(e) => (status_of(&e), Json(serde_json::json!({ "error": e }))).into_response(),
+        };
+    }
     let answer = match super::leader_only(&s.slot, &s.health) {
         Ok(leader) => view(&leader, &s.redis, &s.prefix, &agent_type).await,
         // Not leading (standing by, or cannot lead): the leader answers.
@@ -118,9 +144,22 @@ pub async fn view(
 ) -> Result<ScalingView, ApiError> {
     // The same rule as the Redis keys of the type: a name that could not
     // be an agent type is the caller's mistake, not an idle type.
-    let sem = CapacitySemaphore::new(redis.clone(), prefix, agent_type)
+    // The name is checked before the scheduler is asked.
+    CapacitySemaphore::new(redis.clone(), prefix, agent_type)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let load = ask(scheduler, |reply| Command::Load { reply }).await?;
+    view_of(&load, redis, prefix, agent_type).await
+}
+
+/// `agent_type`'s view from `load` and its capacity from Redis.
+async fn view_of(
+    load: &std::collections::BTreeMap<String, crate::engine::AgentLoad>,
+    redis: &RedisPool,
+    prefix: &str,
+    agent_type: &str,
+) -> Result<ScalingView, ApiError> {
+    let sem = CapacitySemaphore::new(redis.clone(), prefix, agent_type)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let status = sem.status().await.map_err(|e| {
         ApiError::new(
             "unavailable",

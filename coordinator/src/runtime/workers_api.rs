@@ -14,25 +14,53 @@ use super::commands::{ask, AskError, Command, SchedulerHandle};
 /// Most extra slots the live bottleneck suggests.
 const MAX_MORE_SLOTS: usize = 64;
 
-/// Registers `workers` (any instance answers; the leader adds its queues).
-pub fn route(svc: &mut caucus_shared::service::Service, slot: super::SharedScheduler) {
+/// Registers `workers` (any instance answers; the leader adds its queues,
+/// and with several partitions every partition's are summed).
+pub fn route(svc: &mut caucus_shared::service::Service, router: &super::route::Router) {
     let ctx = svc.context().clone();
     let heartbeat = ctx.config.worker.heartbeat_interval;
+    let router = router.clone();
     svc.op::<Workers, _, _>(move |_| {
-        let scheduler = slot.read().ok().and_then(|s| s.clone());
+        let router = router.clone();
         let redis = ctx.redis.clone();
         let js = ctx.js.clone();
         let subjects = ctx.subjects.clone();
         let now = ctx.clock.now_ms();
-        async move { workers(scheduler, redis, js, subjects, heartbeat, now).await }
+        async move {
+            let load = if router.schedulers().count() <= 1 {
+                load_of(router.schedulers().leader()).await?
+            } else {
+                // A partition without an owner for a moment: the workers
+                // still list.
+                super::status_merge::loads(&router)
+                    .await
+                    .unwrap_or_default()
+            };
+            workers(load, redis, js, subjects, heartbeat, now).await
+        }
     });
+}
+
+/// The leader's load; none on a standby.
+async fn load_of(
+    scheduler: Option<SchedulerHandle>,
+) -> Result<BTreeMap<String, crate::engine::AgentLoad>, ApiError> {
+    Ok(match scheduler {
+        Some(s) => match ask(&s, |reply| Command::Load { reply }).await {
+            Ok(load) => load,
+            Err(AskError::Closed) => return Err(AskError::Closed.into()),
+            // A scheduler stopping mid-request: the workers still list.
+            Err(_) => BTreeMap::new(),
+        },
+        None => BTreeMap::new(),
+    })
 }
 
 /// `coordinator.workers`: per agent type the registered workers and slots,
 /// leases in use, queue depth, ready tasks and how long the oldest waited,
 /// plus the live bottleneck.
 pub async fn workers(
-    scheduler: Option<SchedulerHandle>,
+    load: BTreeMap<String, crate::engine::AgentLoad>,
     redis: caucus_shared::redis::RedisPool,
     js: async_nats::jetstream::Context,
     subjects: caucus_shared::subjects::Subjects,
@@ -43,15 +71,6 @@ pub async fn workers(
     use caucus_shared::redis::CapacitySemaphore;
     use caucus_shared::subjects::StreamKind;
 
-    let load = match scheduler {
-        Some(s) => match ask(&s, |reply| Command::Load { reply }).await {
-            Ok(load) => load,
-            Err(AskError::Closed) => return Err(AskError::Closed.into()),
-            // A scheduler stopping mid-request: the workers still list.
-            Err(_) => BTreeMap::new(),
-        },
-        None => BTreeMap::new(),
-    };
     let prefix = subjects.prefix().to_string();
     let mut agents: Vec<String> = CapacitySemaphore::agent_types(&redis, &prefix)
         .await

@@ -63,6 +63,7 @@ fn event(rec: &WorkflowRecord, key: &str, status: TaskStatus, output: Value) -> 
         message: None,
         started_at: None,
         at: Utc::now(),
+        partition: None,
     }
 }
 

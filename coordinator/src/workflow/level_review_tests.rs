@@ -85,6 +85,7 @@ fn event(rec: &WorkflowRecord, key: &str, status: TaskStatus, output: Option<Val
         message: None,
         started_at: None,
         at: Utc::now(),
+        partition: None,
     }
 }
 

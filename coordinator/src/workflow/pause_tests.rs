@@ -61,6 +61,7 @@ fn ev(rec: &WorkflowRecord, key: &str, status: TaskStatus) -> TaskEvent {
         message: None,
         started_at: None,
         at: Utc::now(),
+        partition: None,
     }
 }
 

@@ -74,6 +74,7 @@ fn started_part(ev: &TaskEvent) -> TaskEvent {
         message: None,
         started_at: ev.started_at,
         at: ev.started_at.unwrap_or(ev.at),
+        partition: ev.partition,
     }
 }
 
@@ -135,6 +136,8 @@ impl WorkflowRecord {
                 .unwrap_or(0),
             priority: t.priority,
             dispatched_at: now,
+            // The scheduler names its partition when there are several.
+            partition: None,
         })
     }
 
@@ -515,6 +518,7 @@ mod tests {
             message: None,
             started_at: None,
             at: Utc::now(),
+            partition: None,
         }
     }
 

@@ -15,6 +15,11 @@ pub struct CoordinatorConfig {
     /// within this after the active instance dies.
     #[serde(with = "humantime_serde")]
     pub leader_lease: Duration,
+    /// Partitions the workflows are divided into; the coordinators share
+    /// them, each partition under its own fenced lease (1 = one active
+    /// coordinator, the others standing by). The same on every coordinator.
+    /// See docs/PARTITIONS.md.
+    pub partitions: u32,
     /// Wall time of one pipeline time unit (expected durations are in units).
     #[serde(with = "humantime_serde")]
     pub time_unit: Duration,
@@ -223,6 +228,16 @@ impl CoordinatorConfig {
     /// Checks the pause, batch and tier settings.
     pub fn validate(&self) -> Result<(), InvalidSetting> {
         let bad = |key: &'static str, problem: String| Err(InvalidSetting::new(key, problem));
+        if !(1..=crate::partition::MAX_PARTITIONS).contains(&self.partitions) {
+            return bad(
+                "coordinator.partitions",
+                format!(
+                    "{} must be between 1 and {}",
+                    self.partitions,
+                    crate::partition::MAX_PARTITIONS
+                ),
+            );
+        }
         if self.batch_concurrency == 0 {
             return bad("coordinator.batch_concurrency", "must be at least 1".into());
         }
@@ -293,6 +308,7 @@ impl Default for CoordinatorConfig {
         let day = Duration::from_secs(24 * 3600);
         CoordinatorConfig {
             leader_lease: Duration::from_secs(10),
+            partitions: 1,
             time_unit: Duration::from_secs(1),
             overdue_factor: 1.5,
             tick: Duration::from_millis(200),

@@ -75,6 +75,11 @@ impl Tenure {
         &self.lease
     }
 
+    /// The partition's lock (to raise the epoch, or read its holder).
+    pub fn lock(&self) -> &OwnedLock {
+        &self.lock
+    }
+
     /// Raises the epoch above `floor`, an epoch found in durable state (see
     /// [`LeaderLease::raise_above`]).
     pub async fn raise_above(&self, floor: u64) -> bool {

@@ -62,6 +62,7 @@ impl Reporter {
             message: None,
             started_at: Some(started_at),
             at: self.clock.now(),
+            partition: task.partition,
         }
     }
 
@@ -71,7 +72,9 @@ impl Reporter {
         headers.insert("Nats-Msg-Id", ev.msg_id().as_str());
         trace::inject(&mut headers);
         let body = serde_json::to_vec(ev)?;
-        let subject = self.subjects.task_event(&ev.agent_type, ev.status.as_str());
+        let subject = self
+            .subjects
+            .task_event_in(&ev.agent_type, ev.status.as_str(), ev.partition);
         self.js
             .publish_with_headers(subject, headers, body.into())
             .await

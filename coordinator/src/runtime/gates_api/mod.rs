@@ -15,7 +15,6 @@ use serde_json::Value;
 use caucus_shared::api::coordinator::gates::{Gate, GateDecide, GateReview, Gates, Rerun};
 use caucus_shared::api::facilitator::{Provisional, ProvisionalReply, ProvisionalRequest};
 use caucus_shared::api::{ApiClient, Operation};
-use caucus_shared::health::Health;
 use caucus_shared::nats::api::{ApiError, CODE_NO_RESPONDERS};
 use caucus_shared::service::Service;
 use caucus_shared::subjects::Subjects;
@@ -115,30 +114,27 @@ impl GateApi {
     }
 }
 
-/// Registers `O` answered by the leader: `handler` gets the gate API, the
-/// scheduler and the decoded request.
-fn leader_op<O, F, Fut>(
+/// Registers `O`, answered by the scheduler that owns the workflow `key`
+/// names (the leader's with one partition): `handler` gets the gate API,
+/// the scheduler and the decoded request.
+fn routed<O, F, Fut>(
     svc: &mut Service,
-    slot: &super::SharedScheduler,
-    health: &Health,
+    router: &super::route::Router,
     api: &GateApi,
+    key: fn(&O::Request) -> Option<&str>,
     handler: F,
 ) where
     O: Operation,
     F: Fn(GateApi, SchedulerHandle, O::Request) -> Fut + Copy + Send + Sync + 'static,
     Fut: Future<Output = Result<O::Reply, ApiError>> + Send + 'static,
 {
-    let (slot, health, api) = (slot.clone(), health.clone(), api.clone());
-    svc.op::<O, _, _>(move |req| {
-        let handle = super::leader_only(&slot, &health);
-        let api = api.clone();
-        async move { handler(api, handle?, req).await }
-    });
+    let api = api.clone();
+    super::route::by_workflow::<O, _, _>(svc, router, key, move |h, r| handler(api.clone(), h, r));
 }
 
 /// Registers `gates`, `gate`, `gate_decide`, `gate_review` and `rerun`
-/// (the leader answers).
-pub fn routes(svc: &mut Service, slot: super::SharedScheduler) {
+/// (the workflow's scheduler answers).
+pub fn routes(svc: &mut Service, router: &super::route::Router) {
     let ctx = svc.context().clone();
     let api = GateApi {
         client: ctx.nats.clone(),
@@ -146,20 +142,39 @@ pub fn routes(svc: &mut Service, slot: super::SharedScheduler) {
         timeout: ctx.config.nats.request_timeout,
         findings_lookback: Some(ctx.config.coordinator.findings_lookback),
     };
-    let health = &ctx.health;
-    leader_op::<Gates, _, _>(svc, &slot, health, &api, |api, h, r| async move {
-        api.list(h, r).await
-    });
-    leader_op::<Gate, _, _>(svc, &slot, health, &api, |api, h, r| async move {
-        api.package(h, r).await
-    });
-    leader_op::<GateDecide, _, _>(svc, &slot, health, &api, |api, h, r| async move {
-        api.decide(h, r).await
-    });
-    leader_op::<GateReview, _, _>(svc, &slot, health, &api, |api, h, r| async move {
-        api.review(h, r).await
-    });
-    leader_op::<Rerun, _, _>(svc, &slot, health, &api, |api, h, r| async move {
-        api.rerun(h, r).await
-    });
+    routed::<Gates, _, _>(
+        svc,
+        router,
+        &api,
+        |r| r.workflow_id.as_deref(),
+        |api, h, r| async move { api.list(h, r).await },
+    );
+    routed::<Gate, _, _>(
+        svc,
+        router,
+        &api,
+        |r| Some(&r.workflow_id),
+        |api, h, r| async move { api.package(h, r).await },
+    );
+    routed::<GateDecide, _, _>(
+        svc,
+        router,
+        &api,
+        |r| Some(&r.workflow_id),
+        |api, h, r| async move { api.decide(h, r).await },
+    );
+    routed::<GateReview, _, _>(
+        svc,
+        router,
+        &api,
+        |r| Some(&r.workflow_id),
+        |api, h, r| async move { api.review(h, r).await },
+    );
+    routed::<Rerun, _, _>(
+        svc,
+        router,
+        &api,
+        |r| Some(&r.workflow_id),
+        |api, h, r| async move { api.rerun(h, r).await },
+    );
 }

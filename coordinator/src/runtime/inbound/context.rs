@@ -38,6 +38,9 @@ pub struct Inbound {
     pub timeouts: ResponseTimeouts,
     /// Turns requests into work.
     pub requests: RequestIntake,
+    /// With several partitions: every partition, which findings are
+    /// handed to (`None`: the term's scheduler holds every workflow).
+    pub partitions: Option<crate::runtime::route::Router>,
 }
 
 impl Inbound {

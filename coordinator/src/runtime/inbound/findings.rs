@@ -19,7 +19,6 @@ use caucus_shared::subjects::{StreamKind, Subjects};
 use super::classify::{finding_intake, severity_of, FindingIntake, CODE_UNADDRESSABLE};
 use super::context::Inbound;
 use super::settle::{self, dead_letter, Retry, Settle};
-use crate::runtime::commands::{ask, AskError, Command};
 use crate::runtime::publish;
 
 /// Durable name of the coordinator's findings consumer.
@@ -30,10 +29,11 @@ pub async fn ensure_consumer(
     js: &jetstream::Context,
     subjects: &Subjects,
     ack_wait: Duration,
+    part: crate::runtime::partition::Partition,
 ) -> Result<PullConsumer, caucus_shared::Error> {
     let stream = subjects.stream(StreamKind::Findings);
     let cfg = pull::Config {
-        durable_name: Some(FINDINGS_CONSUMER.into()),
+        durable_name: Some(part.consumer(FINDINGS_CONSUMER)),
         description: Some("findings: hand addressed ones to tasks, flag late ones".into()),
         filter_subject: subjects.findings_all(),
         ack_policy: AckPolicy::Explicit,
@@ -43,7 +43,7 @@ pub async fn ensure_consumer(
     };
     js.create_consumer_on_stream(cfg, &stream)
         .await
-        .map_err(|e| caucus_shared::Error::consumer(FINDINGS_CONSUMER, &stream, e))
+        .map_err(|e| caucus_shared::Error::consumer(&part.consumer(FINDINGS_CONSUMER), &stream, e))
 }
 
 /// The item a findings subject names (`caucus.findings.BRK~2EB` → `BRK.B`).
@@ -92,13 +92,13 @@ async fn handle(inbound: &Inbound, msg: &jetstream::Message) -> Result<Settle, R
             .await
             .map_err(|e| Retry::Later(e.to_string()))?;
     }
-    let held = ask(&inbound.scheduler, |reply| Command::Finding {
-        item: item.clone(),
+    let held = super::hold::hold(
+        inbound,
+        item.clone(),
         addressee,
         finding,
-        any_addressee: crate::runtime::requests::is_answer_finding(&env),
-        reply,
-    })
+        crate::runtime::requests::is_answer_finding(&env),
+    )
     .await;
     match held {
         Ok(Ok(flagged)) => {
@@ -115,8 +115,8 @@ async fn handle(inbound: &Inbound, msg: &jetstream::Message) -> Result<Settle, R
             }
             return dead_letter(inbound, msg, CODE_UNADDRESSABLE, &why).await;
         }
-        Err(AskError::Closed) => return Err(Retry::SchedulerGone),
-        Err(e) => return Err(Retry::Later(format!("{e:?}"))),
+        Err(super::hold::NotHeld::Gone) => return Err(Retry::SchedulerGone),
+        Err(super::hold::NotHeld::Later(e)) => return Err(Retry::Later(e)),
     }
     Ok(Settle::Ack)
 }

@@ -39,10 +39,11 @@ pub async fn ensure_consumer(
     js: &jetstream::Context,
     subjects: &Subjects,
     ack_wait: Duration,
+    part: crate::runtime::partition::Partition,
 ) -> Result<PullConsumer, caucus_shared::Error> {
     let stream = subjects.stream(StreamKind::Messages);
     let cfg = pull::Config {
-        durable_name: Some(MESSAGES_CONSUMER.into()),
+        durable_name: Some(part.consumer(MESSAGES_CONSUMER)),
         description: Some("messages: confirmations, requests, outside alerts".into()),
         filter_subject: format!("{}.msg.>", subjects.prefix()),
         ack_policy: AckPolicy::Explicit,
@@ -52,7 +53,7 @@ pub async fn ensure_consumer(
     };
     js.create_consumer_on_stream(cfg, &stream)
         .await
-        .map_err(|e| caucus_shared::Error::consumer(MESSAGES_CONSUMER, &stream, e))
+        .map_err(|e| caucus_shared::Error::consumer(&part.consumer(MESSAGES_CONSUMER), &stream, e))
 }
 
 /// The addressee token of a `caucus.msg.<to>` subject, decoded.

@@ -21,6 +21,7 @@ mod awaiting;
 pub mod classify;
 mod context;
 pub mod findings;
+pub mod hold;
 pub mod index;
 pub mod late;
 pub mod messages;

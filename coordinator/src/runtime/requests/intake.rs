@@ -18,7 +18,6 @@ use super::answer::{confirmation, confirmation_msg_id};
 use super::params::{pipeline_for, RequestParams};
 use super::RequestError;
 use crate::runtime::api::{submit_with, SubmitSettings};
-use crate::runtime::commands::SchedulerHandle;
 use crate::runtime::publish::publish;
 use crate::runtime::store::WorkflowStore;
 use crate::runtime::submissions::{Submissions, MAX_KEY_LEN};
@@ -35,7 +34,7 @@ struct Inner {
     subjects: Subjects,
     clock: SharedClock,
     store: WorkflowStore,
-    scheduler: SchedulerHandle,
+    target: crate::runtime::submit_to::SubmitTo,
     subs: Submissions,
     settings: SubmitSettings,
 }
@@ -76,8 +75,13 @@ fn from_submit(e: ApiError) -> RequestError {
 }
 
 impl RequestIntake {
-    /// Over the coordinator's deps, its workflow store and the scheduler.
-    pub fn new(deps: &CoordinatorDeps, store: WorkflowStore, scheduler: SchedulerHandle) -> Self {
+    /// Over the coordinator's deps, its workflow store and where the
+    /// requests' workflows go (the scheduler, or the partitions' owners).
+    pub fn new(
+        deps: &CoordinatorDeps,
+        store: WorkflowStore,
+        target: crate::runtime::submit_to::SubmitTo,
+    ) -> Self {
         let cfg = &deps.config.coordinator;
         RequestIntake {
             inner: Arc::new(Inner {
@@ -85,7 +89,7 @@ impl RequestIntake {
                 subjects: deps.subjects.clone(),
                 clock: deps.clock.clone(),
                 store,
-                scheduler,
+                target,
                 subs: Submissions::new(
                     deps.js.clone(),
                     deps.subjects.clone(),
@@ -138,10 +142,10 @@ impl RequestIntake {
             idempotency_key: Some(idempotency_key(&env.id)),
         };
         let boost = params.boost();
-        let scheduler = i.scheduler.clone();
+        let target = i.target.clone();
         submit_with(
             req,
-            move || Ok(scheduler),
+            move || Ok(target),
             i.clock.clone(),
             i.settings.clone(),
             i.subs.clone(),

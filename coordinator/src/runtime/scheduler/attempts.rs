@@ -56,6 +56,7 @@ impl Scheduler {
             message: None,
             started_at: t.started_at,
             at: now,
+            partition: None,
         };
         let before = self.before(&ev);
         if let Some(outcome) = self.engine.apply_event(&ev, now) {

@@ -54,6 +54,10 @@ impl Scheduler {
             .next_dispatches(now, |a| caps.get(a).copied().unwrap_or(0));
         self.dirty.extend(dirty);
         if !dispatches.is_empty() {
+            let tag = self.partition.tag();
+            for d in &mut dispatches {
+                d.partition = tag;
+            }
             self.attach_findings(&mut dispatches);
             crate::runtime::metrics::dispatched(&dispatches);
             self.publish(dispatches).await;

@@ -108,6 +108,9 @@ pub struct Scheduler {
     finished_seen: HashSet<String>,
     /// When the gauges' snapshot was last refreshed.
     gauges_at: Option<std::time::Instant>,
+    /// The partition whose workflows this scheduler owns (all of them
+    /// with one partition).
+    partition: super::partition::Partition,
 }
 
 impl Scheduler {
@@ -149,7 +152,15 @@ impl Scheduler {
             requests: None,
             finished_seen: HashSet::new(),
             gauges_at: None,
+            partition: super::partition::Partition::ONLY,
         }
+    }
+
+    /// Owns only the workflows of `partition`: loads, takes over and
+    /// dispatches nothing else, and names it on every dispatch.
+    pub fn with_partition(mut self, partition: super::partition::Partition) -> Self {
+        self.partition = partition;
+        self
     }
 
     /// In-flight tasks silent for longer than `silence` are failed and
@@ -315,6 +326,22 @@ impl Scheduler {
                 let wf = wf.to_string();
                 self.ensure_loaded(&wf).await;
                 self.fail_attempt(&wf, &task_id, attempt, error);
+            }
+            Command::AdoptIds { ids, reply } => {
+                let mut held = 0;
+                if self.may_act() {
+                    for id in &ids {
+                        let fresh = self.engine.get(id).is_none();
+                        self.ensure_loaded(id).await;
+                        if self.engine.get(id).is_some() {
+                            held += 1;
+                            if fresh {
+                                crate::runtime::metrics::workflows_submitted(1);
+                            }
+                        }
+                    }
+                }
+                let _ = reply.send(held);
             }
             Command::Load { reply } => {
                 let _ = reply.send(self.engine.load(self.clock.now()));

@@ -18,6 +18,9 @@ impl Scheduler {
         let mut n = 0;
         let mut stage_lists = crate::workflow::StageLists::default();
         for (mut rec, rev) in all {
+            if !self.partition.owns(&rec.workflow_id) {
+                continue;
+            }
             // Workflows read back from KV share equal stage lists again,
             // as they did when they were submitted together.
             rec.stages = stage_lists.intern(&rec.pipeline, rec.stages);
@@ -36,7 +39,8 @@ impl Scheduler {
     /// Puts a workflow this scheduler no longer holds (finished and
     /// evicted) back in memory from KV, so it can be re-run or inspected.
     pub(super) async fn ensure_loaded(&mut self, id: &str) {
-        if self.engine.get(id).is_some() {
+        // Another partition's workflow is its owner's to load and write.
+        if self.engine.get(id).is_some() || !self.partition.owns(id) {
             return;
         }
         if let Ok(Some((rec, rev))) = self.store.get(id).await {
@@ -67,6 +71,11 @@ impl Scheduler {
             let mut adopted = 0;
             for (rec, rev) in records {
                 if self.engine.get(&rec.workflow_id).is_some() {
+                    continue;
+                }
+                if !self.partition.owns(&rec.workflow_id) {
+                    // A routing bug, not a user's: never own two ways.
+                    tracing::error!(workflow_id = %rec.workflow_id, partition = self.partition.index, "a submission handed over another partition's workflow; left to its owner");
                     continue;
                 }
                 adopted += 1;

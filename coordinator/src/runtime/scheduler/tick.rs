@@ -18,7 +18,7 @@ const GAUGES_EVERY: Duration = Duration::from_secs(1);
 impl Scheduler {
     pub(super) async fn on_tick(&mut self) {
         if !self.may_act() {
-            metrics::stand_by();
+            metrics::stand_by(self.partition.index);
             return;
         }
         self.flush_lazy();
@@ -96,11 +96,9 @@ impl Scheduler {
             self.finished_seen.insert(id);
         }
         let caps = self.capacity_snapshot();
-        metrics::publish(metrics::Snapshot::new(
-            &self.engine.load(now),
-            &caps,
-            &states,
-            gates_open,
-        ));
+        metrics::publish(
+            self.partition.index,
+            metrics::Snapshot::new(&self.engine.load(now), &caps, &states, gates_open),
+        );
     }
 }
