@@ -181,24 +181,11 @@ pub async fn run(
             };
             // Pauses and batches by item span partitions: kept, not lost,
             // until they are served there (docs/PARTITIONS.md, item 8).
-            let op = match part.count > 1 {
-                false => op,
-                true => {
-                    let why = "control commands are not served when the coordinators are partitioned (coordinator.partitions > 1) yet; see docs/PARTITIONS.md";
-                    match dlq.dead_letter_message(&msg, "unsupported", why).await {
-                        Ok(()) => {
-                            let _ = msg.ack().await;
-                        }
-                        Err(err) => {
-                            tracing::error!(error = %err, "cannot dead-letter; will retry");
-                            let _ = msg
-                                .ack_with(AckKind::Nak(Some(Duration::from_secs(5))))
-                                .await;
-                        }
-                    }
-                    return ControlFlow::Continue(());
-                }
-            };
+            if part.count > 1 {
+                let why = "control commands are not served when the coordinators are partitioned (coordinator.partitions > 1) yet; see docs/PARTITIONS.md";
+                refuse(dlq, &msg, "unsupported", why).await;
+                return ControlFlow::Continue(());
+            }
             match ask(scheduler, |reply| Command::Control { op, reply }).await {
                 Err(AskError::Closed) => {
                     let _ = msg
@@ -211,17 +198,7 @@ pub async fn run(
                 }
                 Ok(Err(e)) => {
                     tracing::warn!(subject = %subject, code = %e.code, error = %e.message, "control command refused");
-                    match dlq.dead_letter_message(&msg, &e.code, &e.message).await {
-                        Ok(()) => {
-                            let _ = msg.ack().await;
-                        }
-                        Err(err) => {
-                            tracing::error!(error = %err, "cannot dead-letter; will retry");
-                            let _ = msg
-                                .ack_with(AckKind::Nak(Some(Duration::from_secs(5))))
-                                .await;
-                        }
-                    }
+                    refuse(dlq, &msg, &e.code, &e.message).await;
                 }
                 _ => {
                     let _ = msg
@@ -232,6 +209,22 @@ pub async fn run(
             ControlFlow::Continue(())
     })
     .await;
+}
+
+/// Dead-letters a refused command and acknowledges it; when the DLQ
+/// cannot take it, it is redelivered later instead.
+async fn refuse(dlq: &Dlq, msg: &jetstream::Message, code: &str, why: &str) {
+    match dlq.dead_letter_message(msg, code, why).await {
+        Ok(()) => {
+            let _ = msg.ack().await;
+        }
+        Err(err) => {
+            tracing::error!(error = %err, "cannot dead-letter; will retry");
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(5))))
+                .await;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -357,30 +357,22 @@ async fn serve(
     // every partition from there (docs/PARTITIONS.md, item 5).
     let inbound_here = part.index == 0;
     let only = partition::Partition::ONLY;
+    let inbound_consumers = async {
+        if !inbound_here {
+            return Ok((None, None));
+        }
+        let (f, m) = tokio::try_join!(
+            inbound::findings::ensure_consumer(&deps.js, &deps.subjects, ack_wait, only),
+            inbound::messages::ensure_consumer(&deps.js, &deps.subjects, ack_wait, only),
+        )?;
+        Ok((Some(f), Some(m)))
+    };
     let consumers = tokio::try_join!(
         events::ensure_consumer(&deps.js, &deps.subjects, ack_wait, part),
         broadcasts::ensure_consumer(&deps.js, &deps.subjects, ack_wait, part),
-        async {
-            match inbound_here {
-                true => {
-                    inbound::findings::ensure_consumer(&deps.js, &deps.subjects, ack_wait, only)
-                        .await
-                        .map(Some)
-                }
-                false => Ok(None),
-            }
-        },
-        async {
-            match inbound_here {
-                true => {
-                    inbound::messages::ensure_consumer(&deps.js, &deps.subjects, ack_wait, only)
-                        .await
-                        .map(Some)
-                }
-                false => Ok(None),
-            }
-        },
-    );
+        inbound_consumers,
+    )
+    .map(|(e, b, (f, m))| (e, b, f, m));
     let (consumer, bcast_consumer, findings_consumer, messages_consumer) = match consumers {
         Ok(c) => c,
         Err(e) => {
