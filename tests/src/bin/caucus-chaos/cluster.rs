@@ -42,6 +42,8 @@ pub struct Settings {
     pub slots: u32,
     /// `worker.capacity_cap.<agent>`.
     pub caps: BTreeMap<String, u32>,
+    /// `coordinator.partitions`.
+    pub partitions: u32,
 }
 
 impl Settings {
@@ -245,6 +247,10 @@ impl Cluster {
             ("CAUCUS_NATS_URL".into(), nats.url()),
             ("CAUCUS_REDIS_URL".into(), redis.url()),
             ("CAUCUS_COORDINATOR_TICK".into(), dur(t.tick)),
+            (
+                "CAUCUS_COORDINATOR_PARTITIONS".into(),
+                s.partitions.to_string(),
+            ),
             (
                 "CAUCUS_COORDINATOR_LEADER_LEASE".into(),
                 dur(t.leader_lease),

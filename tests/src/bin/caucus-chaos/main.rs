@@ -151,6 +151,10 @@ struct Opts {
     /// How long workflows may take to finish after the last fault.
     #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
     settle: Duration,
+    /// `coordinator.partitions`: with more than one, both coordinators
+    /// are active, sharing the partitions (docs/PARTITIONS.md).
+    #[arg(long, default_value_t = 1)]
+    partitions: u32,
 }
 
 fn timing() -> Timing {
@@ -200,6 +204,7 @@ fn run(opts: Opts) -> Result<bool> {
         agents: AGENTS.iter().map(|a| a.to_string()).collect(),
         workers_per_agent: 2,
         slots: 2,
+        partitions: opts.partitions,
         caps: AGENTS
             .iter()
             .map(|a| (a.to_string(), if *a == "valuation" { 2 } else { 3 }))
