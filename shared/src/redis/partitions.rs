@@ -144,7 +144,7 @@ pub async fn divide(
         })
         .await
         .unwrap_or_else(|_| Err(Error::pool(format!("no answer within {ask:?}"))));
-        renew(&mut held, lease, ask).await;
+        renew(&held, lease, ask).await;
         release_dropped(&mut held, &mut floors).await;
         let mut wake = ask;
         match live {
@@ -154,8 +154,8 @@ pub async fn divide(
                 }
                 health.ok(health::LEADERSHIP);
                 live.sort();
-                for (p, lock) in locks.iter().enumerate() {
-                    let p = p as u32;
+                let (mut take, mut watch) = (Vec::new(), Vec::new());
+                for p in 0..locks.len() as u32 {
                     let mine = target(&live, p) == Some(token);
                     match held.get(&p) {
                         Some(h) if !mine && !h.lease.lost().is_cancelled() => {
@@ -164,58 +164,68 @@ pub async fn divide(
                                 .step_down("partition handed over to a member that joined");
                         }
                         Some(_) => {}
-                        None if mine => {
-                            let floor = floors.get(&p).copied().unwrap_or(0);
-                            let sent_at = Instant::now();
-                            match tokio::time::timeout(ask, lock.try_acquire_epoch(lease, floor))
-                                .await
-                            {
-                                Ok(Ok(Some(epoch))) => {
-                                    let lease = LeaderLease::new(epoch, sent_at, lease);
-                                    let (tx, rx) = oneshot::channel();
-                                    let tenure = Tenure {
-                                        partition: p,
-                                        lease: lease.clone(),
-                                        lock: lock.clone(),
-                                        _held: tx,
-                                    };
-                                    tracing::info!(partition = p, epoch, "partition taken");
-                                    held.insert(
-                                        p,
-                                        Held {
-                                            lease,
-                                            lock: lock.clone(),
-                                            dropped: rx,
-                                        },
-                                    );
-                                    if grants.send(tenure).await.is_err() {
-                                        // Nobody serves partitions any more.
-                                        served = false;
-                                        break;
-                                    }
-                                }
-                                Ok(Ok(None)) => {
-                                    // Its last holder's lock has not run
-                                    // out yet: try right after it does.
-                                    if let Ok(Ok(Some(left))) =
-                                        tokio::time::timeout(ask, lock.remaining()).await
-                                    {
-                                        wake = wake.min(left + EXPIRY_MARGIN);
-                                    }
-                                }
-                                Ok(Err(_)) | Err(_) => {}
-                            }
-                        }
-                        None => {
-                            // Another member's target: if its holder went
-                            // silent, its lock lapses and the member with
-                            // it; look again then.
-                            if let Ok(Ok(Some(left))) =
-                                tokio::time::timeout(ask, lock.remaining()).await
-                            {
-                                wake = wake.min(left + EXPIRY_MARGIN);
-                            }
-                        }
+                        None if mine => take.push(p),
+                        // Another member's target: if its holder went
+                        // silent, its lock lapses and the member with it;
+                        // look again then.
+                        None => watch.push(p),
+                    }
+                }
+                // Every partition at once: a Redis master that stalls (a
+                // failover) delays only the partitions whose keys it holds.
+                let tries = take.iter().map(|&p| {
+                    let lock = &locks[p as usize];
+                    let floor = floors.get(&p).copied().unwrap_or(0);
+                    async move {
+                        let sent_at = Instant::now();
+                        let got = tokio::time::timeout(ask, lock.try_acquire_epoch(lease, floor))
+                            .await
+                            .ok()
+                            .and_then(Result::ok);
+                        // Held by its last holder still: try right after
+                        // its lock runs out.
+                        let left = match got {
+                            Some(None) => remaining(lock, ask).await,
+                            _ => None,
+                        };
+                        (p, sent_at, got.flatten(), left)
+                    }
+                });
+                let looks = watch.iter().map(|&p| remaining(&locks[p as usize], ask));
+                let (tried, looked) = tokio::join!(
+                    futures::future::join_all(tries),
+                    futures::future::join_all(looks)
+                );
+                for left in looked.into_iter().flatten() {
+                    wake = wake.min(left + EXPIRY_MARGIN);
+                }
+                for (p, sent_at, epoch, left) in tried {
+                    if let Some(left) = left {
+                        wake = wake.min(left + EXPIRY_MARGIN);
+                    }
+                    let Some(epoch) = epoch else { continue };
+                    let lock = &locks[p as usize];
+                    let lease = LeaderLease::new(epoch, sent_at, lease);
+                    let (tx, rx) = oneshot::channel();
+                    let tenure = Tenure {
+                        partition: p,
+                        lease: lease.clone(),
+                        lock: lock.clone(),
+                        _held: tx,
+                    };
+                    tracing::info!(partition = p, epoch, "partition taken");
+                    held.insert(
+                        p,
+                        Held {
+                            lease,
+                            lock: lock.clone(),
+                            dropped: rx,
+                        },
+                    );
+                    if grants.send(tenure).await.is_err() {
+                        // Nobody serves partitions any more.
+                        served = false;
+                        break;
                     }
                 }
             }
@@ -246,15 +256,19 @@ pub async fn divide(
     Ok(())
 }
 
-/// Renews every held lease; a lease that cannot be renewed before it runs
-/// out is given up.
-async fn renew(held: &mut BTreeMap<u32, Held>, lease: Duration, ask: Duration) {
-    for (p, h) in held.iter() {
-        if h.lease.lost().is_cancelled() {
-            continue;
-        }
-        let sent_at = Instant::now();
-        match tokio::time::timeout(ask, h.lock.extend(lease)).await {
+/// Renews every held lease, all at once; a lease that cannot be renewed
+/// before it runs out is given up.
+async fn renew(held: &BTreeMap<u32, Held>, lease: Duration, ask: Duration) {
+    let calls = held
+        .iter()
+        .filter(|(_, h)| !h.lease.lost().is_cancelled())
+        .map(|(p, h)| async move {
+            let sent_at = Instant::now();
+            let r = tokio::time::timeout(ask, h.lock.extend(lease)).await;
+            (*p, h, sent_at, r)
+        });
+    for (p, h, sent_at, r) in futures::future::join_all(calls).await {
+        match r {
             Ok(Ok(true)) => h.lease.renewed(sent_at),
             Ok(Ok(false)) => {
                 tracing::warn!(partition = p, "partition lock lost");
@@ -270,6 +284,15 @@ async fn renew(held: &mut BTreeMap<u32, Held>, lease: Duration, ask: Duration) {
             }
         }
     }
+}
+
+/// How long `lock` is still held; `None` when free or unknown.
+async fn remaining(lock: &OwnedLock, ask: Duration) -> Option<Duration> {
+    tokio::time::timeout(ask, lock.remaining())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .flatten()
 }
 
 /// Releases the locks whose tenure was dropped, keeping their epochs as
