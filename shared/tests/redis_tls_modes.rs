@@ -1,117 +1,14 @@
 //! `redis.tls_*` (a private CA and a client certificate) in cluster mode,
 //! on a real TLS Redis Cluster that requires client certificates (harness
-//! `RedisCluster::start_tls`; certificates made at run time with rcgen, a
-//! copy of the idea of tests/it/tls.rs's `Pki`).
+//! `RedisCluster::start_tls`; certificates made at run time by the harness's
+//! `Pki`).
 
 use std::time::Duration;
 
 use caucus_shared::config::{RedisConfig, RedisMode};
 use caucus_shared::redis::{connect, Acquired, CapacitySemaphore, OwnedLock};
-use std::path::PathBuf;
 
-use caucus_harness::{RedisCluster, RedisSentinel};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
-};
-
-/// A CA, the certificate every node shows (as server and, on the cluster
-/// bus, as client) and a client certificate, as PEM files. A copy of the
-/// idea of `tls.rs`'s `Pki` with a node certificate that has both usages.
-struct Pki {
-    dir: tempfile::TempDir,
-}
-
-impl Pki {
-    fn generate() -> Pki {
-        let dir = tempfile::Builder::new()
-            .prefix("caucus-redis-tls-")
-            .tempdir()
-            .expect("tempdir");
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.distinguished_name
-            .push(DnType::CommonName, "caucus test CA");
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-        let write = |name: &str, pem: String| {
-            std::fs::write(dir.path().join(name), pem).expect("write pem");
-        };
-        let leaf = |name: &str, file: &str, sans: &[&str], usages: Vec<ExtendedKeyUsagePurpose>| {
-            let sans: Vec<String> = sans.iter().map(|s| s.to_string()).collect();
-            let mut p = CertificateParams::new(sans).unwrap();
-            p.distinguished_name.push(DnType::CommonName, name);
-            p.key_usages = vec![
-                KeyUsagePurpose::DigitalSignature,
-                KeyUsagePurpose::KeyEncipherment,
-            ];
-            p.extended_key_usages = usages;
-            let key = KeyPair::generate().unwrap();
-            let cert = p.signed_by(&key, &ca).unwrap();
-            write(&format!("{file}.pem"), cert.pem());
-            write(&format!("{file}-key.pem"), key.serialize_pem());
-        };
-        leaf(
-            "caucus test redis node",
-            "node",
-            &["127.0.0.1", "localhost"],
-            vec![
-                ExtendedKeyUsagePurpose::ServerAuth,
-                ExtendedKeyUsagePurpose::ClientAuth,
-            ],
-        );
-        leaf(
-            "caucus test client",
-            "client",
-            &["caucus-client"],
-            vec![ExtendedKeyUsagePurpose::ClientAuth],
-        );
-        write("ca.pem", ca.pem());
-        Pki { dir }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn sentinel(&self) -> RedisSentinel {
-        RedisSentinel::start_tls(
-            &self.path("ca.pem"),
-            &self.path("node.pem"),
-            &self.path("node-key.pem"),
-        )
-    }
-
-    fn cluster(&self) -> RedisCluster {
-        RedisCluster::start_tls(
-            &self.path("ca.pem"),
-            &self.path("node.pem"),
-            &self.path("node-key.pem"),
-        )
-    }
-}
-
-/// Keys whose slots are served by every master (so a command on each
-/// reaches every node's TLS port).
-fn keys_on_every_master(cluster: &RedisCluster) -> Vec<String> {
-    let mut keys = Vec::new();
-    let mut masters = std::collections::BTreeSet::new();
-    for i in 0.. {
-        let key = format!("caucus:tls:{i}");
-        if masters.insert(cluster.master_for(&key)) {
-            keys.push(key);
-        }
-        if masters.len() == cluster.masters().len() {
-            return keys;
-        }
-        assert!(i < 10_000, "no key found for every master");
-    }
-    unreachable!()
-}
+use caucus_harness::{Pki, RedisCluster};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -132,8 +29,8 @@ fn config(pki: &Pki, cluster: &RedisCluster, ca: bool, client_cert: bool) -> Red
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_and_semaphores_run_on_a_tls_cluster_with_a_private_ca() -> anyhow::Result<()> {
-    let pki = Pki::generate();
-    let cluster = pki.cluster();
+    let pki = Pki::generate_for_nodes();
+    let cluster = pki.redis_cluster();
     let pool = connect(&config(&pki, &cluster, true, true)).await?;
     assert!(pool.is_cluster());
 
@@ -146,7 +43,7 @@ async fn locks_and_semaphores_run_on_a_tls_cluster_with_a_private_ca() -> anyhow
     assert_eq!(b.try_acquire_epoch(LONG, 0).await?, Some(7));
 
     // One semaphore per master: every node's TLS port is used.
-    let keys = keys_on_every_master(&cluster);
+    let keys = cluster.keys_on_every_master("caucus:tls:");
     assert_eq!(keys.len(), 3);
     let mut types = Vec::new();
     for i in 0.. {
@@ -181,8 +78,8 @@ async fn locks_and_semaphores_run_on_a_tls_cluster_with_a_private_ca() -> anyhow
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_ca_or_the_client_certificate_the_cluster_is_unreachable() {
-    let pki = Pki::generate();
-    let cluster = pki.cluster();
+    let pki = Pki::generate_for_nodes();
+    let cluster = pki.redis_cluster();
     for (ca, client_cert) in [(false, true), (true, false)] {
         let e = connect(&config(&pki, &cluster, ca, client_cert))
             .await
@@ -198,8 +95,8 @@ async fn without_the_ca_or_the_client_certificate_the_cluster_is_unreachable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_runs_behind_tls_sentinels_with_a_private_ca_and_after_a_failover(
 ) -> anyhow::Result<()> {
-    let pki = Pki::generate();
-    let mut group = pki.sentinel();
+    let pki = Pki::generate_for_nodes();
+    let mut group = pki.redis_sentinel();
     assert!(group.url().starts_with("rediss://"), "{}", group.url());
     let cfg = RedisConfig {
         mode: RedisMode::Sentinel,

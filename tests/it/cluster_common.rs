@@ -11,13 +11,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
-use caucus_harness::{bin_path, Service, ServiceBuilder};
+use caucus_harness::{bin_path, NatsCluster, RedisCluster, Service, ServiceBuilder};
 use caucus_shared::nats::api_request;
 use caucus_shared::subjects::Subjects;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use crate::common::{fast_env, pipeline, Api};
+use crate::common::{fast_env, peak_concurrency, pipeline, task_events, Api};
 
 /// Error codes of an API call that mean "not now": a coordinator standing
 /// by or reconnecting, or a request lost with the server it went through.
@@ -48,6 +48,32 @@ impl ClusterEnv {
             nats_url,
             log_dir: None,
         }
+    }
+
+    /// What the fault tests on `nats` and `redis` (a Redis Cluster) run
+    /// with: `coordinator.leader_lease` `leader_lease` (whole seconds), at
+    /// most `cap` alpha tasks at once, logs in the NATS cluster's dir, and
+    /// worker timings whose silence (ack_wait + lease_ttl) outlasts a
+    /// stream's leader election (4 to 9 s) and whose capacity lease
+    /// outlasts a Redis failover (node timeout 1 s plus the election), as
+    /// the defaults (30 s + 10 s) do.
+    pub fn for_faults(
+        nats: &NatsCluster,
+        redis: &RedisCluster,
+        leader_lease: Duration,
+        cap: usize,
+    ) -> ClusterEnv {
+        ClusterEnv::new(nats.url(), redis.url())
+            .with("CAUCUS_REDIS_MODE", "cluster")
+            .with(
+                "CAUCUS_COORDINATOR_LEADER_LEASE",
+                &format!("{}s", leader_lease.as_secs()),
+            )
+            .with("CAUCUS_WORKER_ACK_WAIT", "10s")
+            .with("CAUCUS_WORKER_LEASE_TTL", "6s")
+            .with("CAUCUS_WORKER_HEARTBEAT_INTERVAL", "300ms")
+            .with("CAUCUS_WORKER_CAPACITY_CAP__ALPHA", &cap.to_string())
+            .logs_in(nats.dir())
     }
 
     /// The same with every process's output in `<dir>/<bin>-<n>.log`.
@@ -191,6 +217,50 @@ impl TwoStages {
     ) -> Vec<String> {
         submit_numbered(&self.api, self.pipeline.clone(), prefix, numbers).await
     }
+
+    /// After a fault: one more workflow (`<prefix><batch.len()>`), then the
+    /// checks every fault test makes on it and `batch`: each completed,
+    /// each recorded completion applied once, never more than `cap` alpha
+    /// tasks at once.
+    pub async fn one_more_and_check(
+        &self,
+        prefix: &str,
+        batch: Vec<String>,
+        cap: usize,
+    ) -> Checked {
+        let api = &self.api;
+        let last = self.submit(prefix, [batch.len()]).await;
+        wait_completed(api, &last, 1, Duration::from_secs(60)).await;
+
+        let all = [batch, last].concat();
+        let wfs = status(api, &all, Instant::now() + Duration::from_secs(30)).await;
+        assert_eq!(wfs.len(), all.len());
+        let events = task_events(&api.nats).await;
+        let reruns = assert_each_completion_applied_once(&wfs, &TwoStages::STAGES, &events);
+        let peak = peak_concurrency(&events, "alpha");
+        assert!(peak <= cap, "{peak} alpha runs at once with a cap of {cap}");
+        Checked { all, reruns, peak }
+    }
+}
+
+/// What [`TwoStages::one_more_and_check`] found.
+pub struct Checked {
+    /// Every workflow's id: the batch's, then the last one's.
+    pub all: Vec<String>,
+    /// How many tasks ran more than once.
+    pub reruns: u64,
+    /// The most alpha tasks that ran at once.
+    pub peak: usize,
+}
+
+/// Brings back the SIGKILLed NATS `node` and Redis `master` (as a replica,
+/// once the cluster has promoted another).
+pub fn bring_back(nats: &mut NatsCluster, node: usize, redis: &mut RedisCluster, master: usize) {
+    tokio::task::block_in_place(|| {
+        redis.wait_failover();
+        redis.restart(master);
+        nats.restart(node);
+    });
 }
 
 /// Submits one workflow of `pipeline` per number `n` of `numbers`, its item

@@ -7,16 +7,15 @@
 //! workflow completes, each recorded completion is applied once, and the
 //! capacity cap holds; once the nodes are back one more workflow runs.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use caucus_harness::{NatsCluster, RedisCluster, Service};
-use chrono::{DateTime, Utc};
+use caucus_harness::{NatsCluster, RedisCluster};
+use chrono::Utc;
 
 use crate::cluster_common::{
-    assert_each_completion_applied_once, longest_stall, status, stream_cluster, wait_completed,
-    ClusterEnv, TwoStages,
+    bring_back, longest_stall, stream_cluster, wait_completed, Checked, ClusterEnv, TwoStages,
 };
-use crate::common::{peak_concurrency, task_events};
+use crate::common::{leading, task_events, wait_leading};
 
 const CAP: usize = 2;
 /// `coordinator.leader_lease` of both coordinators.
@@ -26,50 +25,11 @@ const LEADER_LEASE: Duration = Duration::from_secs(2);
 /// election and the client's slot map refresh.
 const REDIS_FAILOVER: Duration = Duration::from_secs(2);
 
-/// When the coordinator logged that it leads, once it has.
-fn led_at(c: &Service) -> Option<DateTime<Utc>> {
-    let out = c.output();
-    let line = out
-        .lines()
-        .find(|l| l.contains(" leading ") && l.contains("epoch"))?;
-    line.split_whitespace().next()?.parse().ok()
-}
-
-fn wait_leading(c: &Service, timeout: Duration) -> DateTime<Utc> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(at) = led_at(c) {
-            return at;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "coordinator never led; output:\n{}",
-            c.output()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_batch_survives_a_nats_node_a_redis_master_and_the_leader_dying_at_once() {
     let mut nats = NatsCluster::start();
     let mut redis = RedisCluster::start();
-    let cap = CAP.to_string();
-    let env = ClusterEnv::new(nats.url(), redis.url())
-        .with("CAUCUS_REDIS_MODE", "cluster")
-        .with(
-            "CAUCUS_COORDINATOR_LEADER_LEASE",
-            &format!("{}s", LEADER_LEASE.as_secs()),
-        )
-        // Silence (ack_wait + lease_ttl) outlasts a stream's leader
-        // election (4 to 9 s), and the worker's capacity lease a Redis
-        // failover (node timeout 1 s plus the election), as the defaults
-        // (30 s + 10 s) do.
-        .with("CAUCUS_WORKER_ACK_WAIT", "10s")
-        .with("CAUCUS_WORKER_LEASE_TTL", "6s")
-        .with("CAUCUS_WORKER_HEARTBEAT_INTERVAL", "300ms")
-        .with("CAUCUS_WORKER_CAPACITY_CAP__ALPHA", &cap)
-        .logs_in(nats.dir());
+    let env = ClusterEnv::for_faults(&nats, &redis, LEADER_LEASE, CAP);
     let mut active = env.coordinator(&[]);
     wait_leading(&active, Duration::from_secs(30));
     let mut standby = env.coordinator(&[]);
@@ -77,7 +37,7 @@ async fn a_batch_survives_a_nats_node_a_redis_master_and_the_leader_dying_at_onc
     let api = &run.api;
     let batch = run.submit("F", 0..40).await;
     wait_completed(api, &batch, 4, Duration::from_secs(60)).await;
-    assert!(led_at(&standby).is_none(), "two leaders at once");
+    assert!(leading(&standby).is_none(), "two leaders at once");
 
     let (tasks_leader, _) = stream_cluster(&api.nats, "CAUCUS_TASKS").await;
     let node = nats
@@ -89,7 +49,7 @@ async fn a_batch_survives_a_nats_node_a_redis_master_and_the_leader_dying_at_onc
     nats.kill(node);
     redis.kill(master);
 
-    let took = (wait_leading(&standby, Duration::from_secs(30)) - killed)
+    let took = (wait_leading(&standby, Duration::from_secs(30)).at - killed)
         .to_std()
         .unwrap_or_default();
     eprintln!("the standby leads {took:?} after the kill (leader_lease {LEADER_LEASE:?})");
@@ -111,21 +71,8 @@ async fn a_batch_survives_a_nats_node_a_redis_master_and_the_leader_dying_at_onc
     );
 
     // Everything back: one more workflow.
-    tokio::task::block_in_place(|| {
-        redis.wait_failover();
-        redis.restart(master);
-        nats.restart(node);
-    });
-    let last = run.submit("F", [40]).await;
-    wait_completed(api, &last, 1, Duration::from_secs(60)).await;
-
-    let all = [batch, last].concat();
-    let wfs = status(api, &all, Instant::now() + Duration::from_secs(30)).await;
-    assert_eq!(wfs.len(), 41);
-    let events = task_events(&api.nats).await;
-    let reruns = assert_each_completion_applied_once(&wfs, &TwoStages::STAGES, &events);
-    let peak = peak_concurrency(&events, "alpha");
-    assert!(peak <= CAP, "{peak} alpha runs at once with a cap of {CAP}");
+    bring_back(&mut nats, node, &mut redis, master);
+    let Checked { reruns, peak, .. } = run.one_more_and_check("F", batch, CAP).await;
     assert!(
         standby.running(),
         "the survivor exited: {}",

@@ -488,3 +488,66 @@ pub fn peak_concurrency(events: &[Value], agent_type: &str) -> usize {
     }
     max as usize
 }
+
+/// The instance id a coordinator's readiness line names.
+pub fn instance_id(c: &Service) -> String {
+    c.wait_ready();
+    let out = c.output();
+    let line = out
+        .lines()
+        .find(|l| l.contains("service ready"))
+        .expect("a readiness line");
+    let at = line.find("instance_id=").expect("instance_id in the line") + "instance_id=".len();
+    line[at..]
+        .trim_start_matches('"')
+        .split(|c: char| c == '"' || c.is_whitespace())
+        .next()
+        .expect("an id")
+        .to_string()
+}
+
+/// When a coordinator logged that it leads, and under which fencing epoch.
+#[derive(Debug, Clone, Copy)]
+pub struct Leading {
+    /// The log line's own time.
+    pub at: chrono::DateTime<chrono::Utc>,
+    /// The epoch of the leader lock it holds.
+    pub epoch: u64,
+}
+
+/// The last time `c` logged that it leads, once it has.
+pub fn leading(c: &Service) -> Option<Leading> {
+    let out = c.output();
+    let line = out
+        .lines()
+        .rev()
+        .find(|l| l.contains(" leading ") && l.contains("epoch"))?;
+    let at = line.split_whitespace().next()?.parse().ok()?;
+    let rest = &line[line.find("epoch")? + "epoch".len()..];
+    let digits: String = rest
+        .chars()
+        .skip_while(|c| !c.is_ascii_digit())
+        .take_while(char::is_ascii_digit)
+        .collect();
+    Some(Leading {
+        at,
+        epoch: digits.parse().ok()?,
+    })
+}
+
+/// Polls `c`'s log until it says it leads (panics with the log after
+/// `timeout`).
+pub fn wait_leading(c: &Service, timeout: Duration) -> Leading {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(l) = leading(c) {
+            return l;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "coordinator never led; output:\n{}",
+            c.output()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

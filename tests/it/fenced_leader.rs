@@ -6,9 +6,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::common::{coordinator, pipeline, task_events, worker, Api};
+use crate::common::{coordinator, pipeline, task_events, wait_leading, worker, Api};
 use async_nats::jetstream::{self, consumer::pull, consumer::AckPolicy};
-use caucus_harness::{Service, Stack};
+use caucus_harness::Stack;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use serde_json::{json, Value};
@@ -55,37 +55,6 @@ async fn record_history(nats: &async_nats::Client) -> Vec<Revision> {
     out
 }
 
-/// The epoch a coordinator logged when it became the leader, once it has.
-fn leading_epoch(c: &Service) -> Option<u64> {
-    let out = c.output();
-    let line = out
-        .lines()
-        .rev()
-        .find(|l| l.contains("leading") && l.contains("epoch"))?;
-    let rest = &line[line.find("epoch")? + "epoch".len()..];
-    let digits: String = rest
-        .chars()
-        .skip_while(|c| !c.is_ascii_digit())
-        .take_while(char::is_ascii_digit)
-        .collect();
-    digits.parse().ok()
-}
-
-fn wait_leading(c: &Service, timeout: Duration) -> u64 {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(e) = leading_epoch(c) {
-            return e;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "coordinator never led; output:\n{}",
-            c.output()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// A leader SIGSTOPed for over twice its lease (2 s here) is replaced by
 /// the standby; after SIGCONT it writes no record, every workflow
 /// completes, and every task's completion is recorded once.
@@ -93,7 +62,7 @@ fn wait_leading(c: &Service, timeout: Duration) -> u64 {
 async fn paused_leader_writes_nothing_after_it_wakes() {
     let stack = Stack::start();
     let c1 = coordinator(&stack, &[]);
-    let first_epoch = wait_leading(&c1, Duration::from_secs(20));
+    let first_epoch = wait_leading(&c1, Duration::from_secs(20)).epoch;
     let c2 = coordinator(&stack, &[]);
     let _a = worker(&stack, "alpha", 3, "sleep:80", &[]);
     let _b = worker(&stack, "beta", 3, "sleep:80", &[]);
@@ -112,7 +81,7 @@ async fn paused_leader_writes_nothing_after_it_wakes() {
     api.wait_some_completed(&ids, 3, Duration::from_secs(20))
         .await;
     c1.pause();
-    let second_epoch = wait_leading(&c2, Duration::from_secs(15));
+    let second_epoch = wait_leading(&c2, Duration::from_secs(15)).epoch;
     assert!(
         second_epoch > first_epoch,
         "the new tenure's epoch {second_epoch} must be above {first_epoch}"

@@ -14,10 +14,9 @@ use caucus_harness::{NatsCluster, RedisCluster, Service};
 use serde_json::{json, Value};
 
 use crate::cluster_common::{
-    assert_each_completion_applied_once, status, stream_cluster, wait_completed, ClusterEnv,
-    TwoStages,
+    bring_back, stream_cluster, wait_completed, Checked, ClusterEnv, TwoStages,
 };
-use crate::common::{peak_concurrency, task_events, Api};
+use crate::common::{instance_id, Api};
 
 const CAP: usize = 2;
 const PARTITIONS: usize = 8;
@@ -26,23 +25,6 @@ const LEADER_LEASE: Duration = Duration::from_secs(2);
 /// A Redis Cluster master's replacement as the harness runs it (see
 /// cluster_faults.rs).
 const REDIS_FAILOVER: Duration = Duration::from_secs(2);
-
-/// The instance id a coordinator's readiness line names.
-fn instance_id(c: &Service) -> String {
-    c.wait_ready();
-    let out = c.output();
-    let line = out
-        .lines()
-        .find(|l| l.contains("service ready"))
-        .expect("a readiness line");
-    let at = line.find("instance_id=").expect("instance_id in the line") + "instance_id=".len();
-    line[at..]
-        .trim_start_matches('"')
-        .split(|c: char| c == '"' || c.is_whitespace())
-        .next()
-        .expect("an id")
-        .to_string()
-}
 
 /// How long after `since` the coordinator's log shows it holding all
 /// `count` partitions (each taken at or after `since`, or before and never
@@ -138,21 +120,8 @@ async fn wait_owners(
 async fn two_coordinators_share_eight_partitions_and_the_survivor_takes_them_all() {
     let mut nats = NatsCluster::start();
     let mut redis = RedisCluster::start();
-    let cap = CAP.to_string();
-    let env = ClusterEnv::new(nats.url(), redis.url())
-        .with("CAUCUS_REDIS_MODE", "cluster")
-        .with("CAUCUS_COORDINATOR_PARTITIONS", &PARTITIONS.to_string())
-        .with(
-            "CAUCUS_COORDINATOR_LEADER_LEASE",
-            &format!("{}s", LEADER_LEASE.as_secs()),
-        )
-        // As in cluster_faults.rs: silence outlasts a stream's leader
-        // election, the capacity lease a Redis failover.
-        .with("CAUCUS_WORKER_ACK_WAIT", "10s")
-        .with("CAUCUS_WORKER_LEASE_TTL", "6s")
-        .with("CAUCUS_WORKER_HEARTBEAT_INTERVAL", "300ms")
-        .with("CAUCUS_WORKER_CAPACITY_CAP__ALPHA", &cap)
-        .logs_in(nats.dir());
+    let env = ClusterEnv::for_faults(&nats, &redis, LEADER_LEASE, CAP)
+        .with("CAUCUS_COORDINATOR_PARTITIONS", &PARTITIONS.to_string());
     let mut a = env.coordinator(&[]);
     let mut b = env.coordinator(&[]);
     let (id_a, id_b) = (instance_id(&a), instance_id(&b));
@@ -205,23 +174,10 @@ async fn two_coordinators_share_eight_partitions_and_the_survivor_takes_them_all
     .await;
     wait_completed(api, &batch, batch.len(), Duration::from_secs(120)).await;
 
-    tokio::task::block_in_place(|| {
-        redis.wait_failover();
-        redis.restart(master);
-        nats.restart(node);
-    });
-    let last = run.submit("P", [40]).await;
-    wait_completed(api, &last, 1, Duration::from_secs(60)).await;
-
-    let every = [batch, last].concat();
-    let wfs = status(api, &every, Instant::now() + Duration::from_secs(30)).await;
-    assert_eq!(wfs.len(), 41);
-    let events = task_events(&api.nats).await;
-    let reruns = assert_each_completion_applied_once(&wfs, &TwoStages::STAGES, &events);
-    let peak = peak_concurrency(&events, "alpha");
-    assert!(peak <= CAP, "{peak} alpha runs at once with a cap of {CAP}");
+    bring_back(&mut nats, node, &mut redis, master);
+    let Checked { all, reruns, peak } = run.one_more_and_check("P", batch, CAP).await;
     // Both coordinators scheduled: the workflows' partitions were spread.
-    let parts: BTreeSet<u32> = every
+    let parts: BTreeSet<u32> = all
         .iter()
         .map(|id| caucus_shared::partition::of(id, PARTITIONS as u32))
         .collect();

@@ -5,40 +5,15 @@
 
 use std::time::Duration;
 
-use crate::common::{caucus, coordinator, eventually, pipeline, worker, Api};
-use caucus_harness::{wait_until, Service, Stack};
+use crate::common::{
+    caucus, coordinator, eventually, instance_id, pipeline, wait_leading, worker, Api,
+};
+use caucus_harness::Stack;
 use serde_json::{json, Value};
 
 /// Calls that should reach both instances at least once (the API queue
 /// group picks one at random: 2 × 2⁻¹⁶ to miss one).
 const CALLS: usize = 16;
-
-/// The instance id a coordinator's readiness line names.
-fn instance_id(c: &Service) -> String {
-    c.wait_ready();
-    let out = c.output();
-    let line = out
-        .lines()
-        .find(|l| l.contains("service ready"))
-        .expect("a readiness line");
-    let at = line.find("instance_id=").expect("instance_id in the line") + "instance_id=".len();
-    line[at..]
-        .trim_start_matches('"')
-        .split(|c: char| c == '"' || c.is_whitespace())
-        .next()
-        .expect("an id")
-        .to_string()
-}
-
-/// Waits until `c` logs that it leads.
-fn wait_leading(c: &Service) {
-    wait_until("the coordinator to lead", Duration::from_secs(20), || {
-        c.output()
-            .lines()
-            .any(|l| l.contains("leading") && l.contains("epoch"))
-            .then_some(())
-    });
-}
 
 async fn partitions(api: &Api) -> Value {
     api.call("coordinator", "partitions", json!({}))
@@ -50,7 +25,7 @@ async fn partitions(api: &Api) -> Value {
 async fn the_leader_owns_partition_zero_and_the_survivor_takes_it_over() {
     let stack = Stack::start();
     let mut c1 = coordinator(&stack, &[]);
-    wait_leading(&c1);
+    wait_leading(&c1, Duration::from_secs(20));
     let c2 = coordinator(&stack, &[]);
     let (id1, id2) = (instance_id(&c1), instance_id(&c2));
     assert_ne!(id1, id2);

@@ -1,8 +1,8 @@
 //! A TLS Redis Cluster and TLS Sentinels with a private CA that require
 //! client certificates (harness `RedisCluster::start_tls` /
-//! `RedisSentinel::start_tls`, certificates made at run time with rcgen):
-//! what redis-rs's clients need to reach them. The PEM files must be given
-//! to the client builders (`ClusterClientBuilder::certs`,
+//! `RedisSentinel::start_tls`, certificates made at run time by the
+//! harness's `Pki`): what redis-rs's clients need to reach them. The PEM
+//! files must be given to the client builders (`ClusterClientBuilder::certs`,
 //! `SentinelClientBuilder::set_client_to_redis_certificates`): TLS
 //! parameters carried by a seed's or a sentinel's `ConnectionInfo` (the way
 //! the standalone pool gets `redis.tls_*`) never reach the cluster nodes or
@@ -12,160 +12,52 @@
 //! (should these two "not used" tests start failing, deadpool-redis's own
 //! managers could carry the files again).
 
-use std::path::PathBuf;
-
-use caucus_harness::{RedisCluster, RedisSentinel};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
-};
+use caucus_harness::{Pki, RedisCluster, RedisSentinel};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::sentinel::{
     SentinelClient, SentinelClientBuilder, SentinelNodeConnectionInfo, SentinelServerType,
 };
 use redis::{ClientTlsConfig, ConnectionInfo, IntoConnectionInfo, TlsCertificates, TlsMode};
 
-/// A CA, the certificate every node shows (as server and, on the cluster
-/// bus, as client) and a client certificate, as PEM files. A copy of the
-/// idea of `tls.rs`'s `Pki` with a node certificate that has both usages.
-struct Pki {
-    dir: tempfile::TempDir,
+/// The CA and the client certificate, as redis-rs takes them.
+fn client_certs(pki: &Pki) -> TlsCertificates {
+    TlsCertificates {
+        client_tls: Some(ClientTlsConfig {
+            client_cert: pki.read("client.pem"),
+            client_key: pki.read("client-key.pem"),
+        }),
+        root_cert: Some(pki.read("ca.pem")),
+    }
 }
 
-impl Pki {
-    fn generate() -> Pki {
-        let dir = tempfile::Builder::new()
-            .prefix("caucus-redis-tls-")
-            .tempdir()
-            .expect("tempdir");
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.distinguished_name
-            .push(DnType::CommonName, "caucus test CA");
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-        let write = |name: &str, pem: String| {
-            std::fs::write(dir.path().join(name), pem).expect("write pem");
-        };
-        let leaf = |name: &str, file: &str, sans: &[&str], usages: Vec<ExtendedKeyUsagePurpose>| {
-            let sans: Vec<String> = sans.iter().map(|s| s.to_string()).collect();
-            let mut p = CertificateParams::new(sans).unwrap();
-            p.distinguished_name.push(DnType::CommonName, name);
-            p.key_usages = vec![
-                KeyUsagePurpose::DigitalSignature,
-                KeyUsagePurpose::KeyEncipherment,
-            ];
-            p.extended_key_usages = usages;
-            let key = KeyPair::generate().unwrap();
-            let cert = p.signed_by(&key, &ca).unwrap();
-            write(&format!("{file}.pem"), cert.pem());
-            write(&format!("{file}-key.pem"), key.serialize_pem());
-        };
-        leaf(
-            "caucus test redis node",
-            "node",
-            &["127.0.0.1", "localhost"],
-            vec![
-                ExtendedKeyUsagePurpose::ServerAuth,
-                ExtendedKeyUsagePurpose::ClientAuth,
-            ],
-        );
-        leaf(
-            "caucus test client",
-            "client",
-            &["caucus-client"],
-            vec![ExtendedKeyUsagePurpose::ClientAuth],
-        );
-        write("ca.pem", ca.pem());
-        Pki { dir }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn read(&self, name: &str) -> Vec<u8> {
-        std::fs::read(self.path(name)).expect("read pem")
-    }
-
-    /// The CA and the client certificate, as redis-rs takes them.
-    fn client_certs(&self) -> TlsCertificates {
-        TlsCertificates {
-            client_tls: Some(ClientTlsConfig {
-                client_cert: self.read("client.pem"),
-                client_key: self.read("client-key.pem"),
-            }),
-            root_cert: Some(self.read("ca.pem")),
-        }
-    }
-
-    fn sentinel(&self) -> RedisSentinel {
-        RedisSentinel::start_tls(
-            &self.path("ca.pem"),
-            &self.path("node.pem"),
-            &self.path("node-key.pem"),
-        )
-    }
-
-    /// `url` parsed the way the standalone pool does with `redis.tls_*`:
-    /// the CA and client certificate in its TLS parameters.
-    fn carrying_certs(&self, url: &str) -> ConnectionInfo {
-        let info = url.into_connection_info().unwrap();
-        redis::Client::build_with_tls(info, self.client_certs())
-            .unwrap()
-            .get_connection_info()
-            .clone()
-    }
-
-    fn cluster(&self) -> RedisCluster {
-        RedisCluster::start_tls(
-            &self.path("ca.pem"),
-            &self.path("node.pem"),
-            &self.path("node-key.pem"),
-        )
-    }
+/// `url` parsed the way the standalone pool does with `redis.tls_*`: the CA
+/// and client certificate in its TLS parameters.
+fn carrying_certs(pki: &Pki, url: &str) -> ConnectionInfo {
+    let info = url.into_connection_info().unwrap();
+    redis::Client::build_with_tls(info, client_certs(pki))
+        .unwrap()
+        .get_connection_info()
+        .clone()
 }
 
 fn seeds(cluster: &RedisCluster) -> Vec<String> {
     cluster.url().split(',').map(str::to_string).collect()
 }
 
-/// Keys whose slots are served by every master (so a command on each
-/// reaches every node's TLS port).
-fn keys_on_every_master(cluster: &RedisCluster) -> Vec<String> {
-    let mut keys = Vec::new();
-    let mut masters = std::collections::BTreeSet::new();
-    for i in 0.. {
-        let key = format!("caucus:tls:{i}");
-        if masters.insert(cluster.master_for(&key)) {
-            keys.push(key);
-        }
-        if masters.len() == cluster.masters().len() {
-            return keys;
-        }
-        assert!(i < 10_000, "no key found for every master");
-    }
-    unreachable!()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_client_given_the_certificates_reaches_every_master() {
-    let pki = Pki::generate();
-    let cluster = pki.cluster();
+    let pki = Pki::generate_for_nodes();
+    let cluster = pki.redis_cluster();
     assert!(cluster.url().starts_with("rediss://"), "{}", cluster.url());
     let client = ClusterClientBuilder::new(seeds(&cluster))
-        .certs(pki.client_certs())
+        .certs(client_certs(&pki))
         .build()
         .expect("cluster client");
     let mut conn = client
         .get_async_connection()
         .await
         .expect("connect over TLS with the private CA and a client certificate");
-    let keys = keys_on_every_master(&cluster);
+    let keys = cluster.keys_on_every_master("caucus:tls:");
     assert_eq!(keys.len(), 3);
     for k in &keys {
         let () = redis::cmd("SET")
@@ -187,11 +79,11 @@ async fn a_cluster_client_given_the_certificates_reaches_every_master() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_parameters_carried_by_the_seed_nodes_are_not_used() {
-    let pki = Pki::generate();
-    let cluster = pki.cluster();
+    let pki = Pki::generate_for_nodes();
+    let cluster = pki.redis_cluster();
     let infos = seeds(&cluster)
         .iter()
-        .map(|u| pki.carrying_certs(u))
+        .map(|u| carrying_certs(&pki, u))
         .collect::<Vec<_>>();
     // What deadpool-redis's cluster manager does with its seed nodes.
     let client = ClusterClient::new(infos).expect("cluster client");
@@ -218,8 +110,8 @@ fn sentinels(group: &RedisSentinel) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sentinel_client_given_the_certificates_reaches_the_master() {
-    let pki = Pki::generate();
-    let group = pki.sentinel();
+    let pki = Pki::generate_for_nodes();
+    let group = pki.redis_sentinel();
     assert!(group.url().starts_with("rediss://"), "{}", group.url());
     let addrs = sentinels(&group)
         .iter()
@@ -228,9 +120,9 @@ async fn a_sentinel_client_given_the_certificates_reaches_the_master() {
     let mut client =
         SentinelClientBuilder::new(addrs, group.master_name(), SentinelServerType::Master)
             .unwrap()
-            .set_client_to_sentinel_certificates(pki.client_certs())
+            .set_client_to_sentinel_certificates(client_certs(&pki))
             .set_client_to_redis_tls_mode(TlsMode::Secure)
-            .set_client_to_redis_certificates(pki.client_certs())
+            .set_client_to_redis_certificates(client_certs(&pki))
             .build()
             .expect("sentinel client");
     let mut conn = client
@@ -252,11 +144,11 @@ async fn a_sentinel_client_given_the_certificates_reaches_the_master() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_parameters_carried_by_the_sentinels_do_not_reach_the_master() {
-    let pki = Pki::generate();
-    let group = pki.sentinel();
+    let pki = Pki::generate_for_nodes();
+    let group = pki.redis_sentinel();
     let infos = sentinels(&group)
         .iter()
-        .map(|u| pki.carrying_certs(u))
+        .map(|u| carrying_certs(&pki, u))
         .collect::<Vec<_>>();
     // What deadpool-redis's sentinel manager does: the sentinels' infos
     // and a TLS mode for the master, no certificates.

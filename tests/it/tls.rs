@@ -5,93 +5,19 @@
 //! `redis.tls_*`) running a workflow; and an `http:` agent served over https
 //! by a private CA (`worker.http_ca_file`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use caucus_harness::{free_port, wait_until, Nats, Service, ServiceBuilder};
+use caucus_harness::{free_port, wait_until, Nats, Pki, Service, ServiceBuilder};
 use caucus_shared::subjects::Subjects;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
-};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::rustls;
 
 use crate::common::{fast_env, pipeline, Api};
-
-/// A CA and the server and client certificates it signed, as PEM files.
-struct Pki {
-    dir: tempfile::TempDir,
-    server_cert_der: Vec<u8>,
-    server_key_der: Vec<u8>,
-}
-
-impl Pki {
-    fn generate() -> Pki {
-        let dir = tempfile::Builder::new()
-            .prefix("caucus-tls-")
-            .tempdir()
-            .expect("tempdir");
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.distinguished_name
-            .push(DnType::CommonName, "caucus test CA");
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-        let leaf = |name: &str, sans: &[&str], usage: ExtendedKeyUsagePurpose| {
-            let sans: Vec<String> = sans.iter().map(|s| s.to_string()).collect();
-            let mut p = CertificateParams::new(sans).unwrap();
-            p.distinguished_name.push(DnType::CommonName, name);
-            p.key_usages = vec![
-                KeyUsagePurpose::DigitalSignature,
-                KeyUsagePurpose::KeyEncipherment,
-            ];
-            p.extended_key_usages = vec![usage];
-            let key = KeyPair::generate().unwrap();
-            let cert = p.signed_by(&key, &ca).unwrap();
-            (cert, key)
-        };
-        let (server, server_key) = leaf(
-            "caucus test server",
-            &["127.0.0.1", "localhost"],
-            ExtendedKeyUsagePurpose::ServerAuth,
-        );
-        let (client, client_key) = leaf(
-            "caucus test client",
-            &["caucus-client"],
-            ExtendedKeyUsagePurpose::ClientAuth,
-        );
-        let write = |name: &str, pem: String| {
-            std::fs::write(dir.path().join(name), pem).expect("write pem");
-        };
-        write("ca.pem", ca.pem());
-        write("server.pem", server.pem());
-        write("server-key.pem", server_key.serialize_pem());
-        write("client.pem", client.pem());
-        write("client-key.pem", client_key.serialize_pem());
-        Pki {
-            server_cert_der: server.der().to_vec(),
-            server_key_der: server_key.serialize_der(),
-            dir,
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn file(&self, name: &str) -> String {
-        self.path(name).display().to_string()
-    }
-}
 
 /// nats-server whose clients must speak TLS and present a certificate
 /// signed by the CA (`verify: true`).
@@ -301,8 +227,8 @@ async fn https_agent(pki: &Pki, hits: Arc<AtomicUsize>) -> u16 {
         .unwrap()
         .with_no_client_auth()
         .with_single_cert(
-            vec![pki.server_cert_der.clone().into()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(pki.server_key_der.clone().into()),
+            vec![pki.server_cert_der().to_vec().into()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(pki.server_key_der().to_vec().into()),
         )
         .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));

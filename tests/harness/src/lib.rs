@@ -9,6 +9,7 @@
 pub mod browser;
 mod nats;
 mod nats_cluster;
+mod pki;
 mod process;
 mod redis;
 mod redis_cluster;
@@ -20,6 +21,7 @@ mod wait;
 
 pub use nats::Nats;
 pub use nats_cluster::NatsCluster;
+pub use pki::Pki;
 pub use redis::Redis;
 pub use redis_cluster::RedisCluster;
 pub use redis_sentinel::RedisSentinel;

@@ -177,6 +177,24 @@ impl RedisCluster {
         i
     }
 
+    /// Keys `<prefix><n>` whose slots are served by every master, one per
+    /// master (so a command on each reaches every node).
+    pub fn keys_on_every_master(&self, prefix: &str) -> Vec<String> {
+        let mut keys = Vec::new();
+        let mut masters = std::collections::BTreeSet::new();
+        for i in 0.. {
+            let key = format!("{prefix}{i}");
+            if masters.insert(self.master_for(&key)) {
+                keys.push(key);
+            }
+            if masters.len() == self.masters().len() {
+                return keys;
+            }
+            assert!(i < 10_000, "no key found for every master");
+        }
+        unreachable!()
+    }
+
     /// The node index of the running master that serves `key`'s slot.
     pub fn master_for(&self, key: &str) -> usize {
         let any = self
