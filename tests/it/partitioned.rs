@@ -3,9 +3,9 @@
 //! two coordinators sharing 8 partitions (both active) and two workers.
 //! Mid-batch one coordinator, the node leading the tasks stream and the
 //! Redis master holding the capacity semaphore are SIGKILLed together:
-//! the survivor holds every partition within `leader_lease` of the dead
-//! one's last renewal (plus the Redis failover), every workflow completes,
-//! each recorded completion is applied once and the capacity cap holds.
+//! the survivor holds every partition within `leader_lease` of the kill,
+//! every workflow completes, each recorded completion is applied once and
+//! the capacity cap holds.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -20,11 +20,16 @@ use crate::common::{instance_id, Api};
 
 const CAP: usize = 2;
 const PARTITIONS: usize = 8;
-/// `coordinator.leader_lease` of both coordinators.
-const LEADER_LEASE: Duration = Duration::from_secs(2);
-/// A Redis Cluster master's replacement as the harness runs it (see
-/// cluster_faults.rs).
-const REDIS_FAILOVER: Duration = Duration::from_secs(2);
+/// `coordinator.leader_lease` of both coordinators: longer than a Redis
+/// Cluster master's replacement as the harness runs it (about 2 s, see
+/// cluster_faults.rs), as the default 10 s is, so the survivor's own
+/// leases on the killed master's keys outlive the failover. (With a 2 s
+/// lease they lapse during it and are taken again once the replica is
+/// promoted: all 8 held 3.15-3.19 s after the kill.)
+const LEADER_LEASE: Duration = Duration::from_secs(5);
+/// What "within the lease" allows on top: the survivor wakes when the
+/// dead one's locks run out, plus Redis's key expiry and a busy machine.
+const SLACK: Duration = Duration::from_millis(500);
 
 /// How long after `since` the coordinator's log shows it holding all
 /// `count` partitions (each taken at or after `since`, or before and never
@@ -151,11 +156,9 @@ async fn two_coordinators_share_eight_partitions_and_the_survivor_takes_them_all
     // shows it below, but answers slowly while the failover stalls Redis).
     let took = taken_all(&b, PARTITIONS, killed_at, Duration::from_secs(30));
     eprintln!("the survivor held all {PARTITIONS} partitions {took:?} after the kill (leader_lease {LEADER_LEASE:?})");
-    // The dead one's locks lapse at most leader_lease after the kill; the
-    // survivor wakes when they do, unless the Redis failover still stalls
-    // it (its own leases on the killed master's keys lapse then too, and
-    // are taken again once the replica is promoted).
-    let bound = LEADER_LEASE + REDIS_FAILOVER;
+    // The dead one's locks lapse at most leader_lease after the kill (it
+    // renewed them at most then); the survivor wakes when they do.
+    let bound = LEADER_LEASE + SLACK;
     assert!(
         took <= bound,
         "took {took:?}, over {bound:?}; the survivor's partition log:\n{}",

@@ -136,31 +136,20 @@ impl OwnedLock {
     /// How long the lock is still held (Redis's `PTTL`); `None` when it is
     /// free (or has no expiry, which no caucus lock has).
     pub async fn remaining(&self) -> Result<Option<Duration>, Error> {
-        let mut conn = self.pool.get().await.map_err(Error::pool)?;
-        let ms: i64 = ::redis::cmd("PTTL")
-            .arg(&self.key)
-            .query_async(&mut conn)
-            .await?;
+        let ms: i64 = scripts::query(&self.pool, ::redis::cmd("PTTL").arg(&self.key)).await?;
         Ok(u64::try_from(ms).ok().map(Duration::from_millis))
     }
 
     /// The fencing epoch last handed out with this lock (0 when it was never
     /// taken with one): the current holder's, while it is held.
     pub async fn epoch(&self) -> Result<u64, Error> {
-        let mut conn = self.pool.get().await.map_err(Error::pool)?;
-        let e: Option<u64> = ::redis::cmd("GET")
-            .arg(self.epoch_key())
-            .query_async(&mut conn)
-            .await?;
+        let e: Option<u64> =
+            scripts::query(&self.pool, ::redis::cmd("GET").arg(self.epoch_key())).await?;
         Ok(e.unwrap_or(0))
     }
 
     /// The current owner's token, if the lock is held.
     pub async fn owner(&self) -> Result<Option<String>, Error> {
-        let mut conn = self.pool.get().await.map_err(Error::pool)?;
-        Ok(::redis::cmd("GET")
-            .arg(&self.key)
-            .query_async(&mut conn)
-            .await?)
+        scripts::query(&self.pool, ::redis::cmd("GET").arg(&self.key)).await
     }
 }

@@ -69,6 +69,28 @@ pub(crate) async fn run<T: FromRedisValue>(
     }
 }
 
+/// Runs one plain command (a read such as `PTTL` or `GET`) with the same
+/// drop-and-retry as [`run`]: a connection left broken by a restart or a
+/// failover would otherwise fail the first read after it.
+pub(crate) async fn query<T: FromRedisValue>(
+    pool: &RedisPool,
+    cmd: &::redis::Cmd,
+) -> Result<T, Error> {
+    let mut retried = false;
+    loop {
+        let mut conn = pool.get().await.map_err(Error::pool)?;
+        match cmd.query_async(&mut conn).await {
+            Ok(v) => return Ok(v),
+            Err(e) if !retried && connection_broken(&e) => {
+                tracing::debug!(error = %e, "redis connection failed; retrying on a fresh one");
+                conn.discard();
+                retried = true;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// Whether `e` condemns the connection rather than the call.
 fn connection_broken(e: &::redis::RedisError) -> bool {
     e.is_io_error()
