@@ -185,8 +185,17 @@ pub struct Completions {
 impl Completions {
     /// Subscribes before anything is submitted.
     pub async fn subscribe(nats: &async_nats::Client) -> Result<Completions> {
-        let mut done = nats.subscribe("caucus.events.task.*.completed").await?;
-        let mut failed = nats.subscribe("caucus.events.task.*.failed").await?;
+        // With partitioned coordinators the events carry the partition as
+        // a last token (docs/PARTITIONS.md): both spellings.
+        let done = futures::stream::select(
+            nats.subscribe("caucus.events.task.*.completed").await?,
+            nats.subscribe("caucus.events.task.*.completed.*").await?,
+        );
+        let failed = futures::stream::select(
+            nats.subscribe("caucus.events.task.*.failed").await?,
+            nats.subscribe("caucus.events.task.*.failed.*").await?,
+        );
+        let (mut done, mut failed) = (Box::pin(done), Box::pin(failed));
         nats.flush().await?;
         let (tx, rx) = watch::channel((0usize, 0usize));
         let task = tokio::spawn(async move {

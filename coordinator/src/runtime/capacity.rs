@@ -46,6 +46,11 @@ pub fn has_live_worker(status: &SemaphoreStatus) -> bool {
     !status.workers.is_empty()
 }
 
+/// Pokes `scheduler` (capacity changed: dispatch now, not at the tick).
+pub fn poke(scheduler: &SchedulerHandle) {
+    let _ = scheduler.try_send(Command::Poke);
+}
+
 /// Whether `coordinator.workers` lists an agent type: it has a live worker,
 /// or the scheduler holds tasks of it (ready, waiting for a retry, or in
 /// flight), which a type with no worker left shows as capacity 0 and, when
@@ -55,13 +60,15 @@ pub fn listed(status: &SemaphoreStatus, load: &AgentLoad) -> bool {
     has_live_worker(status) || load.ready > 0 || load.in_flight > 0
 }
 
-/// Refreshes `caps` every `every` until `shutdown`.
+/// Refreshes `caps` every `every` until `shutdown`, calling `poke` when
+/// they changed (the scheduler, or every partition's scheduler, which
+/// share one reader: each read costs a Redis call per agent type).
 pub async fn run(
     pool: RedisPool,
     prefix: String,
     caps: Capacities,
     every: Duration,
-    scheduler: SchedulerHandle,
+    poke: impl Fn() + Send,
     shutdown: CancellationToken,
 ) {
     let mut tick = tokio::time::interval(every);
@@ -84,7 +91,7 @@ pub async fn run(
                     changed
                 };
                 if changed {
-                    let _ = scheduler.try_send(Command::Poke);
+                    poke();
                 }
             }
             // Once per WARN_EVERY, not every tick, while Redis is away.

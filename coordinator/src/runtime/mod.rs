@@ -153,6 +153,9 @@ struct TermShared {
     responses: inbound::ResponseStore,
     /// Reaches every partition (several partitions only).
     router: route::Router,
+    /// Capacities read once for every partition's term (several
+    /// partitions only).
+    caps: Option<Capacities>,
 }
 
 /// Runs until shutdown: with one partition, stand by, lead, and stand by
@@ -205,6 +208,7 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             deps.subjects.clone(),
             deps.config.nats.request_timeout,
         ),
+        caps: None,
     };
     if cfg.partitions > 1 {
         return serve_partitions(deps, shared, current).await;
@@ -276,6 +280,33 @@ async fn serve_partitions(
             .map(|p| leader::partition_lock(p, count))
             .collect(),
         lease: cfg.leader_lease,
+    };
+    // One capacity reader for every partition's term.
+    let caps: Capacities = Arc::new(RwLock::new(HashMap::new()));
+    if let Ok(c) = capacity::read(&deps.redis, deps.subjects.prefix()).await {
+        *caps.write().expect("caps") = c;
+    }
+    {
+        let slots = current.clone();
+        deps.tasks.spawn_named(
+            "capacity",
+            capacity::run(
+                deps.redis.clone(),
+                deps.subjects.prefix().to_string(),
+                caps.clone(),
+                cfg.tick,
+                move || {
+                    for (_, h) in slots.held() {
+                        capacity::poke(&h);
+                    }
+                },
+                deps.shutdown.clone(),
+            ),
+        );
+    }
+    let shared = TermShared {
+        caps: Some(caps),
+        ..shared
     };
     let (tx, mut rx) = mpsc::channel(count as usize);
     let divider = {
@@ -383,10 +414,19 @@ async fn serve(
         }
     };
     let store = &shared.store;
-    let caps: Capacities = Arc::new(RwLock::new(HashMap::new()));
-    if let Ok(c) = capacity::read(&deps.redis, deps.subjects.prefix()).await {
-        *caps.write().expect("caps") = c;
-    }
+    // With several partitions the process reads capacities once for all
+    // (serve_partitions); with one, the term reads them.
+    let own_caps = shared.caps.is_none();
+    let caps: Capacities = match &shared.caps {
+        Some(c) => c.clone(),
+        None => {
+            let caps: Capacities = Arc::new(RwLock::new(HashMap::new()));
+            if let Ok(c) = capacity::read(&deps.redis, deps.subjects.prefix()).await {
+                *caps.write().expect("caps") = c;
+            }
+            caps
+        }
+    };
     let mut sched = Scheduler::new(
         store.clone(),
         deps.js.clone(),
@@ -458,17 +498,20 @@ async fn serve(
     // ends the term (its work would silently stop otherwise: no events
     // applied, no capacity read) and is reported in health.
     let mut tasks = TermTasks::new(term.clone(), deps.health.clone());
-    tasks.spawn(
-        "capacity",
-        capacity::run(
-            deps.redis.clone(),
-            deps.subjects.prefix().to_string(),
-            caps,
-            cfg.tick,
-            tx.clone(),
-            term.clone(),
-        ),
-    );
+    if own_caps {
+        let poke = tx.clone();
+        tasks.spawn(
+            "capacity",
+            capacity::run(
+                deps.redis.clone(),
+                deps.subjects.prefix().to_string(),
+                caps,
+                cfg.tick,
+                move || capacity::poke(&poke),
+                term.clone(),
+            ),
+        );
+    }
     tasks.spawn(
         "events",
         events::run(
