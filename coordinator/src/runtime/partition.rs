@@ -27,6 +27,22 @@ impl Partition {
         (self.count > 1).then_some(self.index)
     }
 
+    /// This partition's share of an agent type's `capacity`: the
+    /// capacity divided among the partitions, the remainder to the lowest,
+    /// so the shares add up to it; at least 1 while there is any capacity
+    /// (with fewer slots than partitions the shares add up to more, and
+    /// dispatches may wait in JetStream: give every agent type at least P
+    /// slots).
+    pub fn share(&self, capacity: usize) -> usize {
+        let count = self.count.max(1) as usize;
+        let base = capacity / count + usize::from((self.index as usize) < capacity % count);
+        if capacity > 0 {
+            base.max(1)
+        } else {
+            0
+        }
+    }
+
     /// The durable name of one of this partition's consumers: `base` with
     /// one partition, `base-p<index>` otherwise.
     pub fn consumer(&self, base: &str) -> String {
@@ -60,6 +76,17 @@ mod tests {
         }
         let p = Partition { index: 3, count: 8 };
         assert_eq!(p.tag(), Some(3));
+        // 32 slots over 8 partitions: 4 each; 10 over 8: 2 for 0 and 1.
+        let shares = |cap| {
+            (0..8)
+                .map(|index| Partition { index, count: 8 }.share(cap))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(shares(32), vec![4; 8]);
+        assert_eq!(shares(10), vec![2, 2, 1, 1, 1, 1, 1, 1]);
+        assert_eq!(shares(10).iter().sum::<usize>(), 10);
+        assert_eq!(shares(0), vec![0; 8]);
+        assert_eq!(Partition::ONLY.share(7), 7);
         assert_eq!(p.consumer("coordinator"), "coordinator-p3");
     }
 }

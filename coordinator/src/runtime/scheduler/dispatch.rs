@@ -49,9 +49,13 @@ impl Scheduler {
             .read()
             .map(|c| c.clone())
             .unwrap_or_default();
+        // With several partitions each dispatches its share of the
+        // capacity (docs/PARTITIONS.md): a dispatch beyond it would wait in
+        // JetStream and be taken for silent.
+        let part = self.partition;
         let (mut dispatches, dirty) = self
             .engine
-            .next_dispatches(now, |a| caps.get(a).copied().unwrap_or(0));
+            .next_dispatches(now, |a| part.share(caps.get(a).copied().unwrap_or(0)));
         self.dirty.extend(dirty);
         if !dispatches.is_empty() {
             let tag = self.partition.tag();
