@@ -247,7 +247,7 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             partition::Partition::ONLY,
             &held,
             &lock,
-            Some(&current),
+            &current,
         )
         .await;
         floor = floor.max(served);
@@ -340,7 +340,7 @@ async fn serve_partitions(
                 part,
                 tenure.lease(),
                 tenure.lock(),
-                Some(&current),
+                &current,
             )
             .await;
             tenure.lease().step_down("partition term ended");
@@ -364,7 +364,7 @@ async fn serve(
     part: partition::Partition,
     held: &caucus_shared::redis::leadership::LeaderLease,
     lock: &OwnedLock,
-    slot: Option<&SharedScheduler>,
+    slot: &SharedScheduler,
 ) -> u64 {
     let cfg = &deps.config.coordinator;
     let ack_wait = deps.config.worker.ack_wait;
@@ -490,10 +490,8 @@ async fn serve(
     sched.set_findings(fill_findings(deps).await);
     let (tx, rx) = mpsc::channel(1024);
     sched.set_handle(tx.clone());
-    if let Some(slot) = slot {
-        slot.set(part.index, Some(tx.clone()));
-        metrics::lead(part.index);
-    }
+    slot.set(part.index, Some(tx.clone()));
+    metrics::lead(part.index);
     // The term's tasks run in one set: one that ends early or panics
     // ends the term (its work would silently stop otherwise: no events
     // applied, no capacity read) and is reported in health.
@@ -612,10 +610,8 @@ async fn serve(
         sched.run(rx, term.clone()).await;
         // At once, not after the other tasks: the API must not hand
         // requests to a scheduler that stopped.
-        if let Some(slot) = slot {
-            slot.set(part.index, None);
-            metrics::stand_by(part.index);
-        }
+        slot.set(part.index, None);
+        metrics::stand_by(part.index);
     };
     tokio::join!(scheduling, tasks.supervise());
     let _ = stop.await;

@@ -54,19 +54,7 @@ pub(crate) async fn run<T: FromRedisValue>(
     pool: &RedisPool,
     call: &ScriptInvocation<'_>,
 ) -> Result<T, Error> {
-    let mut retried = false;
-    loop {
-        let mut conn = pool.get().await.map_err(Error::pool)?;
-        match call.invoke_async(&mut conn).await {
-            Ok(v) => return Ok(v),
-            Err(e) if !retried && connection_broken(&e) => {
-                tracing::debug!(error = %e, "redis connection failed; retrying on a fresh one");
-                conn.discard();
-                retried = true;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
+    retrying(pool, Call::Script(call)).await
 }
 
 /// Runs one plain command (a read such as `PTTL` or `GET`) with the same
@@ -76,10 +64,27 @@ pub(crate) async fn query<T: FromRedisValue>(
     pool: &RedisPool,
     cmd: &::redis::Cmd,
 ) -> Result<T, Error> {
+    retrying(pool, Call::Plain(cmd)).await
+}
+
+/// What [`retrying`] sends.
+#[derive(Clone, Copy)]
+enum Call<'a, 'b> {
+    Script(&'a ScriptInvocation<'b>),
+    Plain(&'a ::redis::Cmd),
+}
+
+/// Sends `call`, once more on a fresh connection when the first one's
+/// connection was broken (see [`run`]).
+async fn retrying<T: FromRedisValue>(pool: &RedisPool, call: Call<'_, '_>) -> Result<T, Error> {
     let mut retried = false;
     loop {
         let mut conn = pool.get().await.map_err(Error::pool)?;
-        match cmd.query_async(&mut conn).await {
+        let sent = match call {
+            Call::Script(s) => s.invoke_async(&mut conn).await,
+            Call::Plain(c) => c.query_async(&mut conn).await,
+        };
+        match sent {
             Ok(v) => return Ok(v),
             Err(e) if !retried && connection_broken(&e) => {
                 tracing::debug!(error = %e, "redis connection failed; retrying on a fresh one");
