@@ -11,6 +11,7 @@ use caucus_shared::nats::ApiError;
 
 use super::commands::{ask, Command, SchedulerHandle};
 use super::control::{ControlOp, ControlReply};
+use super::route::by_item;
 
 /// Runs `op` on the leader's scheduler; `reply_of` picks `O`'s reply out
 /// of the scheduler's answer.
@@ -67,22 +68,24 @@ fn batch_reply(r: ControlReply) -> Option<BatchStatusReply> {
 }
 
 /// Registers the pause, resume and batch operations (the leader answers).
-/// With several partitions a batch spans them; batches are not served
-/// there yet (docs/PARTITIONS.md, item 8).
+/// With several partitions a pause or resume by item runs on the owner of
+/// the item's latest workflow (`route::by_item`); a batch spans them, and
+/// batches are not served there yet (docs/PARTITIONS.md).
 pub fn routes(svc: &mut caucus_shared::service::Service, router: &super::route::Router) {
-    route::<Pause>(
+    by_item::register(router);
+    super::route::by_workflow_or::<Pause, _, _, _, _>(
         svc,
         router,
         |r| r.workflow_id.as_deref(),
-        ControlOp::Pause,
-        pause_reply,
+        |h, req| async move { call::<Pause>(ControlOp::Pause(req), pause_reply, || Ok(h)).await },
+        |router, req| async move { by_item::pause(&router, req).await },
     );
-    route::<Resume>(
+    super::route::by_workflow_or::<Resume, _, _, _, _>(
         svc,
         router,
         |r| r.workflow_id.as_deref(),
-        ControlOp::Resume,
-        resume_reply,
+        |h, req| async move { call::<Resume>(ControlOp::Resume(req), resume_reply, || Ok(h)).await },
+        |router, req| async move { by_item::resume(&router, req).await },
     );
     route::<BatchPause>(svc, router, |_| None, ControlOp::BatchPause, batch_reply);
     route::<BatchResume>(svc, router, |_| None, ControlOp::BatchResume, batch_reply);

@@ -3,7 +3,8 @@
 //! consumer `coordinator-control`). A body that does not decode, a message
 //! type that does not match its subject, and an operation the coordinator
 //! refuses (e.g. `illegal_transition`) go to the DLQ with the reason; the
-//! message is then acked.
+//! message is then acked. With several partitions pauses and resumes are
+//! carried out by their workflow's owner (docs/PARTITIONS.md).
 
 use std::ops::ControlFlow;
 use std::time::Duration;
@@ -19,6 +20,7 @@ use caucus_shared::subjects::{StreamKind, Subjects};
 use super::batch::BatchPauseArgs;
 use super::commands::{ask, AskError, Command, SchedulerHandle};
 use super::control::{ControlOp, PauseArgs, ResumeArgs};
+use super::route::{by_item, Router};
 
 /// Durable name of the coordinator's control consumer.
 pub const CONTROL_CONSUMER: &str = "coordinator-control";
@@ -145,7 +147,9 @@ pub async fn ensure_consumer(
 }
 
 /// Creates the consumer, then runs until `shutdown` (or the scheduler
-/// goes away).
+/// goes away). With several partitions only partition 0's term runs it:
+/// pauses and resumes go to their workflow's owner (by item: the item's
+/// latest workflow over every partition), batches are refused.
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     js: jetstream::Context,
@@ -170,7 +174,13 @@ pub async fn run(
     else {
         return;
     };
-    let (dlq, scheduler) = (&dlq, &scheduler);
+    // The term is not handed the instance's router: this one reaches
+    // every owner over NATS (this instance's serve loop answers for its
+    // own). A forward answers within a third of ack_wait, so a message is
+    // naked before JetStream would redeliver it anyway.
+    let router = (part.count > 1)
+        .then(|| Router::forwarding_only(part.count, js.client(), subjects.clone(), ack_wait / 3));
+    let (dlq, scheduler, router) = (&dlq, &scheduler, &router);
     caucus_shared::nats::consume::consume(&consumer, "control", &shutdown, move |msg| async move {
             let subject = msg.subject.to_string();
             let Some(op) =
@@ -179,11 +189,8 @@ pub async fn run(
             else {
                 return ControlFlow::Continue(());
             };
-            // Pauses and batches by item span partitions: kept, not lost,
-            // until they are served there (docs/PARTITIONS.md, item 8).
-            if part.count > 1 {
-                let why = "control commands are not served when the coordinators are partitioned (coordinator.partitions > 1) yet; see docs/PARTITIONS.md";
-                refuse(dlq, &msg, "unsupported", why).await;
+            if let Some(router) = router {
+                routed(router, dlq, &msg, &subject, op).await;
                 return ControlFlow::Continue(());
             }
             match ask(scheduler, |reply| Command::Control { op, reply }).await {
@@ -209,6 +216,51 @@ pub async fn run(
             ControlFlow::Continue(())
     })
     .await;
+}
+
+/// Error codes that say "not now": the message is redelivered, not
+/// dead-lettered (a partition without an owner, an owner that did not
+/// answer in time or is stopping).
+const RETRIED: [&str; 3] = ["unavailable", "timeout", "standby"];
+
+/// Carries out one command with several partitions; acks it only once
+/// the owner applied it.
+async fn routed(
+    router: &Router,
+    dlq: &Dlq,
+    msg: &jetstream::Message,
+    subject: &str,
+    op: ControlOp,
+) {
+    let done = match op {
+        ControlOp::Pause(a) => by_item::pause(router, a).await.map(drop),
+        ControlOp::Resume(a) => by_item::resume(router, a).await.map(drop),
+        // A batch's limit spans partitions: kept, not lost, until batches
+        // are served there (docs/PARTITIONS.md).
+        ControlOp::BatchPause(_)
+        | ControlOp::BatchResume(_)
+        | ControlOp::BatchStatus(_)
+        | ControlOp::BatchTrigger(_) => {
+            let why = "batch commands are not served when the coordinators are partitioned (coordinator.partitions > 1) yet; see docs/PARTITIONS.md";
+            refuse(dlq, msg, "unsupported", why).await;
+            return;
+        }
+    };
+    match done {
+        Ok(()) => {
+            let _ = msg.ack().await;
+        }
+        Err(e) if RETRIED.contains(&e.code.as_str()) => {
+            tracing::info!(subject = %subject, code = %e.code, error = %e.message, "control command not applied yet; redelivered later");
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                .await;
+        }
+        Err(e) => {
+            tracing::warn!(subject = %subject, code = %e.code, error = %e.message, "control command refused");
+            refuse(dlq, msg, &e.code, &e.message).await;
+        }
+    }
 }
 
 /// Dead-letters a refused command and acknowledges it; when the DLQ

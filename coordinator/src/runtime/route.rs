@@ -24,6 +24,9 @@ use caucus_shared::subjects::Subjects;
 
 use super::commands::SchedulerHandle;
 
+pub mod by_item;
+pub mod gates;
+
 /// The schedulers this instance runs, by partition, and the operations
 /// they answer for other instances (shared by every [`Router`] over them).
 pub struct Schedulers {
@@ -144,6 +147,21 @@ impl Router {
             subjects,
             timeout,
         }
+    }
+
+    /// A router that holds no partition: it reaches every partition's
+    /// owner over NATS, this instance's own partitions included (its
+    /// [`Router::serve`] answers for them). For a task that was handed
+    /// no router: the control stream's consumer.
+    pub fn forwarding_only(
+        count: u32,
+        client: async_nats::Client,
+        subjects: Subjects,
+        timeout: Duration,
+    ) -> Self {
+        let schedulers = Schedulers::default();
+        schedulers.set_count(count);
+        Router::new(Arc::new(schedulers), client, subjects, timeout)
     }
 
     /// This instance's schedulers.
@@ -333,18 +351,44 @@ pub fn by_workflow<O, F, Fut>(
     F: Fn(SchedulerHandle, O::Request) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<O::Reply, ApiError>> + Send + 'static,
 {
+    by_workflow_or::<O, _, _, _, _>(svc, router, key, local, |_, _| {
+        std::future::ready(Err(unsupported(O::NAME, "without a workflow_id")))
+    });
+}
+
+/// [`by_workflow`], but a request without a workflow id is answered with
+/// several partitions by `across` (which reaches the partitions through
+/// the router: a list merged from all, or the workflow it resolves).
+pub fn by_workflow_or<O, F, Fut, A, AFut>(
+    svc: &mut caucus_shared::service::Service,
+    router: &Router,
+    key: fn(&O::Request) -> Option<&str>,
+    local: F,
+    across: A,
+) where
+    O: Operation,
+    F: Fn(SchedulerHandle, O::Request) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<O::Reply, ApiError>> + Send + 'static,
+    A: Fn(Router, O::Request) -> AFut + Clone + Send + Sync + 'static,
+    AFut: std::future::Future<Output = Result<O::Reply, ApiError>> + Send + 'static,
+{
     router.register::<O, _, _>(local.clone());
     let health = svc.context().health.clone();
     let router = router.clone();
     svc.op::<O, _, _>(move |req| {
-        let (router, health, local) = (router.clone(), health.clone(), local.clone());
+        let (router, health, local, across) = (
+            router.clone(),
+            health.clone(),
+            local.clone(),
+            across.clone(),
+        );
         async move {
             if router.schedulers().count() <= 1 {
                 let handle = super::leader_only(router.schedulers(), &health)?;
                 return local(handle, req).await;
             }
             let Some(wf) = key(&req) else {
-                return Err(unsupported(O::NAME, "without a workflow_id"));
+                return across(router, req).await;
             };
             let p = router.partition_of(wf);
             router.call::<O>(p, &req).await

@@ -142,12 +142,17 @@ pub fn routes(svc: &mut Service, router: &super::route::Router) {
         timeout: ctx.config.nats.request_timeout,
         findings_lookback: Some(ctx.config.coordinator.findings_lookback),
     };
-    routed::<Gates, _, _>(
+    // Without a workflow_id, several partitions' lists are merged.
+    let list = api.clone();
+    super::route::by_workflow_or::<Gates, _, _, _, _>(
         svc,
         router,
-        &api,
         |r| r.workflow_id.as_deref(),
-        |api, h, r| async move { api.list(h, r).await },
+        move |h, r| {
+            let api = list.clone();
+            async move { api.list(h, r).await }
+        },
+        |router, r| async move { super::route::gates::gates(&router, r).await },
     );
     routed::<Gate, _, _>(
         svc,

@@ -1,0 +1,171 @@
+//! `pause` and `resume` by item with several partitions: "the item's
+//! latest workflow" may be in any partition, so every partition names its
+//! latest workflow of the item (the internal operation `latest_of_item`),
+//! the newest of those by `(created_at, workflow_id)` is picked (the order
+//! one scheduler picks by), and the operation runs on its owner. The API
+//! and the control stream both go through here.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use caucus_shared::api::coordinator::control::{
+    Pause, PauseReply, PauseRequest, Resume, ResumeReply, ResumeRequest,
+};
+use caucus_shared::api::Operation;
+use caucus_shared::nats::ApiError;
+
+use super::Router;
+use crate::runtime::commands::{ask, Command, SchedulerHandle, StatusFilter, STATUS_MAX_LIMIT};
+
+/// The internal operation each partition's owner answers: its latest
+/// workflow of an item (never in the catalog: only coordinators send it).
+pub struct LatestOfItem;
+
+impl Operation for LatestOfItem {
+    const SERVICE: &'static str = "coordinator";
+    const NAME: &'static str = "latest_of_item";
+    const SUMMARY: &'static str = "a partition's latest workflow of an item (internal)";
+    const ERRORS: &'static [&'static str] = &[];
+    type Request = LatestRequest;
+    type Reply = LatestReply;
+}
+
+/// Whose latest workflow.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LatestRequest {
+    /// The item.
+    pub item: String,
+}
+
+/// One partition's answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LatestReply {
+    /// Its latest workflow of the item; `None` when it holds none.
+    pub latest: Option<Latest>,
+}
+
+/// A workflow as "latest" compares it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Latest {
+    /// The workflow.
+    pub workflow_id: String,
+    /// When it was submitted.
+    pub created_at: DateTime<Utc>,
+}
+
+impl Latest {
+    /// The order "latest" picks the last of (as one scheduler does).
+    fn key(&self) -> (DateTime<Utc>, &str) {
+        (self.created_at, self.workflow_id.as_str())
+    }
+}
+
+/// The latest of `candidates` by `(created_at, workflow_id)`.
+pub fn newest(candidates: impl IntoIterator<Item = Latest>) -> Option<Latest> {
+    candidates.into_iter().max_by(|a, b| a.key().cmp(&b.key()))
+}
+
+/// Makes [`LatestOfItem`] answerable by this instance's schedulers.
+pub fn register(router: &Router) {
+    router.register::<LatestOfItem, _, _>(|h, r: LatestRequest| async move {
+        Ok(LatestReply {
+            latest: held_latest(&h, &r.item).await?,
+        })
+    });
+}
+
+/// The scheduler's latest held workflow of `item`: its whole list, page by
+/// page (the set one scheduler picks from; the scheduler has no lookup by
+/// item, and a page is a short turn of its loop).
+async fn held_latest(h: &SchedulerHandle, item: &str) -> Result<Option<Latest>, ApiError> {
+    let mut best: Option<Latest> = None;
+    let mut cursor = None;
+    loop {
+        let filter = StatusFilter {
+            limit: Some(STATUS_MAX_LIMIT),
+            cursor,
+            ..StatusFilter::default()
+        };
+        let page = ask(h, |reply| Command::Status { filter, reply }).await?;
+        let found = page
+            .workflows
+            .into_iter()
+            .filter(|w| w.item == item)
+            .map(|w| Latest {
+                workflow_id: w.workflow_id,
+                created_at: w.created_at,
+            });
+        best = newest(best.into_iter().chain(found));
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => return Ok(best),
+        }
+    }
+}
+
+/// The latest workflow of `item` over every partition; `not_found` as with
+/// one partition when none holds one, `unavailable` naming a partition
+/// without an owner.
+pub async fn latest(router: &Router, item: &str) -> Result<String, ApiError> {
+    let req = LatestRequest {
+        item: item.to_string(),
+    };
+    let replies = router.call_all::<LatestOfItem>(&req).await?;
+    newest(replies.into_iter().filter_map(|r| r.latest))
+        .map(|l| l.workflow_id)
+        .ok_or_else(|| ApiError::not_found(format!("no workflow for item `{item}`")))
+}
+
+/// The workflow a pause or resume is about: the one it names, else its
+/// item's latest; the errors of one partition otherwise.
+async fn target(
+    router: &Router,
+    workflow_id: Option<&str>,
+    item: Option<&str>,
+) -> Result<String, ApiError> {
+    match (workflow_id, item) {
+        (Some(id), _) => Ok(id.to_string()),
+        (None, Some(item)) => latest(router, item).await,
+        (None, None) => Err(ApiError::bad_request("name a `workflow_id` or an `item`")),
+    }
+}
+
+/// `pause` with several partitions, on the owner of the workflow it is
+/// about.
+pub async fn pause(router: &Router, mut req: PauseRequest) -> Result<PauseReply, ApiError> {
+    let id = target(router, req.workflow_id.as_deref(), req.item.as_deref()).await?;
+    let p = router.partition_of(&id);
+    req.workflow_id = Some(id);
+    router.call::<Pause>(p, &req).await
+}
+
+/// `resume` with several partitions, on the owner of the workflow it is
+/// about.
+pub async fn resume(router: &Router, mut req: ResumeRequest) -> Result<ResumeReply, ApiError> {
+    let id = target(router, req.workflow_id.as_deref(), req.item.as_deref()).await?;
+    let p = router.partition_of(&id);
+    req.workflow_id = Some(id);
+    router.call::<Resume>(p, &req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn wf(id: &str, ms: i64) -> Latest {
+        Latest {
+            workflow_id: id.into(),
+            created_at: Utc.timestamp_millis_opt(ms).unwrap(),
+        }
+    }
+
+    #[test]
+    fn the_newest_is_the_last_created_then_the_highest_id() {
+        assert_eq!(newest(vec![]), None);
+        let picked = newest(vec![wf("b", 1), wf("a", 3), wf("c", 2)]);
+        assert_eq!(picked, Some(wf("a", 3)));
+        let tie = newest(vec![wf("a", 5), wf("c", 5), wf("b", 5)]);
+        assert_eq!(tie, Some(wf("c", 5)), "equal times: the highest id");
+    }
+}
