@@ -43,6 +43,7 @@ mod nats_restart;
 mod otlp_metrics;
 mod outside_messages;
 mod partitioned;
+mod partitioned_api;
 mod partitions_api;
 mod patterns;
 mod pause_resume;
