@@ -147,9 +147,10 @@ pub async fn ensure_consumer(
 }
 
 /// Creates the consumer, then runs until `shutdown` (or the scheduler
-/// goes away). With several partitions only partition 0's term runs it:
-/// pauses and resumes go to their workflow's owner (by item: the item's
-/// latest workflow over every partition), batches are refused.
+/// goes away). With several partitions (`router` is the instance's) only
+/// partition 0's term runs it: pauses and resumes go to their workflow's
+/// owner (by item: the item's latest workflow over every partition), here
+/// or over NATS; batches are refused.
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     js: jetstream::Context,
@@ -158,7 +159,7 @@ pub async fn run(
     dlq: Dlq,
     max_bytes: usize,
     scheduler: SchedulerHandle,
-    part: crate::runtime::partition::Partition,
+    router: Option<Router>,
     shutdown: CancellationToken,
 ) {
     let Some(consumer) =
@@ -174,12 +175,6 @@ pub async fn run(
     else {
         return;
     };
-    // The term is not handed the instance's router: this one reaches
-    // every owner over NATS (this instance's serve loop answers for its
-    // own). A forward answers within a third of ack_wait, so a message is
-    // naked before JetStream would redeliver it anyway.
-    let router = (part.count > 1)
-        .then(|| Router::forwarding_only(part.count, js.client(), subjects.clone(), ack_wait / 3));
     let (dlq, scheduler, router) = (&dlq, &scheduler, &router);
     caucus_shared::nats::consume::consume(&consumer, "control", &shutdown, move |msg| async move {
             let subject = msg.subject.to_string();

@@ -531,7 +531,7 @@ async fn serve(
                 Dlq::new(deps.js.clone(), deps.subjects.clone()),
                 deps.config.max_body_bytes,
                 tx.clone(),
-                part,
+                (part.count > 1).then(|| shared.router.clone()),
                 term.clone(),
             ),
         );

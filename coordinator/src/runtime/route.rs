@@ -149,21 +149,6 @@ impl Router {
         }
     }
 
-    /// A router that holds no partition: it reaches every partition's
-    /// owner over NATS, this instance's own partitions included (its
-    /// [`Router::serve`] answers for them). For a task that was handed
-    /// no router: the control stream's consumer.
-    pub fn forwarding_only(
-        count: u32,
-        client: async_nats::Client,
-        subjects: Subjects,
-        timeout: Duration,
-    ) -> Self {
-        let schedulers = Schedulers::default();
-        schedulers.set_count(count);
-        Router::new(Arc::new(schedulers), client, subjects, timeout)
-    }
-
     /// This instance's schedulers.
     pub fn schedulers(&self) -> &Arc<Schedulers> {
         &self.schedulers
