@@ -10,14 +10,9 @@ use caucus_shared::nats::api::{ApiError, OffsetPage};
 use super::super::commands::SchedulerHandle;
 use super::super::gates::GateOp;
 use super::super::gates_package::action_of;
+use super::page::{GATES_PAGE, GATES_PAGE_MAX};
 use super::{call_as, GateApi};
 use crate::workflow;
-
-/// Open gates per `coordinator.gates` page unless `limit` says otherwise.
-const GATES_PAGE: usize = 200;
-/// The largest page: an open gate is well under 1 KiB, so a page stays far
-/// below NATS's 1 MiB `max_payload`.
-const GATES_PAGE_MAX: usize = 1000;
 
 impl GateApi {
     /// `gates`: open gates, oldest first.

@@ -29,6 +29,7 @@ mod findings;
 mod listing;
 mod newest;
 mod package;
+pub mod page;
 mod review;
 
 pub use auto::auto_decide;

@@ -7,11 +7,8 @@ use caucus_shared::api::coordinator::gates::{Gates, GatesReply, GatesRequest, Op
 use caucus_shared::nats::api::{ApiError, OffsetPage};
 
 use super::Router;
-
-/// Gates in one page unless `limit` says otherwise (as with one partition).
-pub const GATES_PAGE: usize = 200;
-/// The largest `limit` (as with one partition).
-pub const GATES_PAGE_MAX: usize = 1000;
+// One partition's limits: a merged list pages as one partition's does.
+use crate::runtime::gates_api::page::{GATES_PAGE, GATES_PAGE_MAX};
 
 /// `gates` without a `workflow_id`, with several partitions. A merged
 /// page needs each partition's first `offset + limit` gates: no gate past
