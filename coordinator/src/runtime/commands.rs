@@ -8,6 +8,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use async_nats::jetstream;
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
@@ -147,6 +148,14 @@ pub enum Command {
         attempt: u32,
         /// Why, as a worker would have reported it.
         error: caucus_shared::task::TaskError,
+    },
+    /// The item's latest workflow among those held (as a pause or resume
+    /// by item picks it): its id and creation time, `None` when none is.
+    LatestOfItem {
+        /// The item.
+        item: String,
+        /// The workflow, if any.
+        reply: oneshot::Sender<Option<(String, DateTime<Utc>)>>,
     },
     /// Load per agent type.
     Load {

@@ -63,6 +63,17 @@ pub struct Control {
     pub batches: BatchManager,
 }
 
+/// "The latest workflow of an item" among those `engine` holds: the last
+/// created, and of those created at once the highest id (a pause or
+/// resume by item acts on it; with several partitions each names its own
+/// and the newest of those is picked the same way).
+pub fn latest_of_item<'a>(engine: &'a Engine, item: &str) -> Option<&'a WorkflowRecord> {
+    engine
+        .workflows()
+        .filter(|r| r.item == item)
+        .max_by(|a, b| (a.created_at, &a.workflow_id).cmp(&(b.created_at, &b.workflow_id)))
+}
+
 fn target<'a>(
     engine: &'a Engine,
     workflow_id: &Option<String>,
@@ -72,10 +83,7 @@ fn target<'a>(
         (Some(id), _) => engine.get(id).ok_or_else(|| {
             ApiError::not_found(format!("no workflow `{id}` held by the coordinator"))
         }),
-        (None, Some(item)) => engine
-            .workflows()
-            .filter(|r| &r.item == item)
-            .max_by(|a, b| (a.created_at, &a.workflow_id).cmp(&(b.created_at, &b.workflow_id)))
+        (None, Some(item)) => latest_of_item(engine, item)
             .ok_or_else(|| ApiError::not_found(format!("no workflow for item `{item}`"))),
         (None, None) => Err(ApiError::bad_request("name a `workflow_id` or an `item`")),
     }
@@ -260,5 +268,57 @@ impl Control {
     ) {
         self.drive(engine, capacity, dirty, now);
         self.pauses.remind(engine, dirty, now).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{Duration, Utc};
+
+    use super::*;
+    use crate::workflow::{instantiate, StageDef, StageRetry};
+
+    fn held(engine: &mut Engine, id: &str, item: &str, at: DateTime<Utc>) {
+        let stage = StageDef {
+            name: "x".into(),
+            agent_type: "a".into(),
+            depends_on: Vec::new(),
+            expected: 1.0,
+            timeout: None,
+            retry: StageRetry::default(),
+            fan_out: 1,
+            params: serde_json::Value::Null,
+            kind: Default::default(),
+        };
+        engine.insert(instantiate(
+            id.into(),
+            item.into(),
+            "p".into(),
+            vec![stage],
+            10,
+            at,
+        ));
+    }
+
+    #[test]
+    fn the_latest_of_an_item_is_the_last_created_then_the_highest_id() {
+        let t = Utc::now();
+        let mut engine = Engine::new();
+        assert!(latest_of_item(&engine, "AAPL").is_none());
+        held(&mut engine, "w-b", "AAPL", t);
+        held(&mut engine, "w-old", "AAPL", t - Duration::seconds(5));
+        held(&mut engine, "w-other", "MSFT", t + Duration::seconds(5));
+        let id = |e: &Engine| latest_of_item(e, "AAPL").map(|r| r.workflow_id.clone());
+        assert_eq!(
+            id(&engine).as_deref(),
+            Some("w-b"),
+            "other items never count"
+        );
+        held(&mut engine, "w-a", "AAPL", t);
+        assert_eq!(id(&engine).as_deref(), Some("w-b"), "same time: highest id");
+        held(&mut engine, "w-c", "AAPL", t);
+        assert_eq!(id(&engine).as_deref(), Some("w-c"));
+        let by_item = target(&engine, &None, &Some("AAPL".into())).map(|r| &r.workflow_id);
+        assert_eq!(by_item.ok().map(String::as_str), Some("w-c"));
     }
 }

@@ -15,7 +15,7 @@ use caucus_shared::api::Operation;
 use caucus_shared::nats::ApiError;
 
 use super::Router;
-use crate::runtime::commands::{ask, Command, SchedulerHandle, StatusFilter, STATUS_MAX_LIMIT};
+use crate::runtime::commands::{ask, Command, SchedulerHandle};
 
 /// The internal operation each partition's owner answers: its latest
 /// workflow of an item (never in the catalog: only coordinators send it).
@@ -74,33 +74,15 @@ pub fn register(router: &Router) {
     });
 }
 
-/// The scheduler's latest held workflow of `item`: its whole list, page by
-/// page (the set one scheduler picks from; the scheduler has no lookup by
-/// item, and a page is a short turn of its loop).
+/// The scheduler's latest held workflow of `item`, picked by the scheduler
+/// as it picks for one partition.
 async fn held_latest(h: &SchedulerHandle, item: &str) -> Result<Option<Latest>, ApiError> {
-    let mut best: Option<Latest> = None;
-    let mut cursor = None;
-    loop {
-        let filter = StatusFilter {
-            limit: Some(STATUS_MAX_LIMIT),
-            cursor,
-            ..StatusFilter::default()
-        };
-        let page = ask(h, |reply| Command::Status { filter, reply }).await?;
-        let found = page
-            .workflows
-            .into_iter()
-            .filter(|w| w.item == item)
-            .map(|w| Latest {
-                workflow_id: w.workflow_id,
-                created_at: w.created_at,
-            });
-        best = newest(best.into_iter().chain(found));
-        match page.next_cursor {
-            Some(c) => cursor = Some(c),
-            None => return Ok(best),
-        }
-    }
+    let item = item.to_string();
+    let latest = ask(h, |reply| Command::LatestOfItem { item, reply }).await?;
+    Ok(latest.map(|(workflow_id, created_at)| Latest {
+        workflow_id,
+        created_at,
+    }))
 }
 
 /// The latest workflow of `item` over every partition; `not_found` as with

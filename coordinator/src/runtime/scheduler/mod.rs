@@ -343,6 +343,11 @@ impl Scheduler {
                 }
                 let _ = reply.send(held);
             }
+            Command::LatestOfItem { item, reply } => {
+                let latest = super::control::latest_of_item(&self.engine, &item)
+                    .map(|r| (r.workflow_id.clone(), r.created_at));
+                let _ = reply.send(latest);
+            }
             Command::Load { reply } => {
                 let _ = reply.send(self.engine.load(self.clock.now()));
             }
