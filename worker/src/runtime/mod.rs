@@ -6,6 +6,7 @@
 
 mod heartbeat;
 mod lease;
+mod pull;
 mod report;
 mod slot;
 mod started;
@@ -82,6 +83,15 @@ pub enum WorkerError {
     /// `caucus init` creates it) or could not be bound.
     #[error(transparent)]
     Consumer(caucus_shared::Error),
+    /// An agent type's pull inbox could not be subscribed.
+    #[error("pull inbox of {agent_type}: {source}")]
+    Pull {
+        /// The agent type.
+        agent_type: String,
+        /// What failed.
+        #[source]
+        source: async_nats::SubscribeError,
+    },
     /// An agent type's capacity could not be set up in Redis.
     #[error("capacity of {agent_type}: {source}")]
     Capacity {
@@ -251,13 +261,26 @@ async fn bind_and_start(
         let consumer = bind::consumer(&deps.js, &spec, budget)
             .await
             .map_err(WorkerError::Consumer)?;
+        let puller = pull::Puller::start(
+            &deps.js,
+            &consumer,
+            agent,
+            cfg.worker.fetch_wait,
+            deps.shutdown.clone(),
+            tracker,
+        )
+        .await
+        .map_err(|source| WorkerError::Pull {
+            agent_type: agent.clone(),
+            source,
+        })?;
         for slot in 0..cfg.worker.slots {
             let s = slot::Slot {
                 deps: deps.clone(),
                 agent_type: agent.clone(),
                 index: slot,
                 sem: sem.clone(),
-                consumer: consumer.clone(),
+                puller: puller.clone(),
                 dlq: dlq.clone(),
                 reporter: reporter.clone(),
                 broadcasts: broadcasts.clone(),

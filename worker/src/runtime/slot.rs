@@ -26,8 +26,7 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
-use futures::StreamExt;
+use async_nats::jetstream::{self, AckKind};
 use tracing::Instrument;
 
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq};
@@ -35,6 +34,7 @@ use caucus_shared::redis::{Acquired, CapacitySemaphore};
 use caucus_shared::task::{TaskDispatch, TaskEvent, TaskStatus};
 
 use super::lease::LeaseKeeper;
+use super::pull::Puller;
 use super::started;
 use super::task_span::task_span;
 use super::{Reporter, WorkerDeps};
@@ -61,7 +61,8 @@ pub(super) struct Slot {
     pub(super) agent_type: String,
     pub(super) index: u32,
     pub(super) sem: CapacitySemaphore,
-    pub(super) consumer: PullConsumer,
+    /// The agent type's shared pulls.
+    pub(super) puller: Puller,
     pub(super) dlq: Dlq,
     pub(super) reporter: Reporter,
     /// The regime from broadcasts; `None` for handlers that ignore inputs.
@@ -169,33 +170,17 @@ impl Slot {
             if !keeper.view().usable && !keeper.usable(shutdown).await {
                 return;
             }
-            let fetched = self
-                .consumer
-                .fetch()
-                .max_messages(1)
-                .expires(cfg.fetch_wait)
-                .messages()
-                .await;
-            let mut batch = match fetched {
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::warn!(agent_type = %self.agent_type, error = %e, "fetch failed");
-                    return;
-                }
-            };
-            let msg = tokio::select! {
+            let pulled = tokio::select! {
                 // Stop waiting for work at once on shutdown.
                 _ = shutdown.cancelled() => return,
-                m = batch.next() => m,
+                m = self.puller.next(cfg.fetch_wait) => m,
             };
-            let Some(msg) = msg else {
+            let msg = match pulled {
+                Ok(Some(m)) => m,
                 // Idle: give the capacity back so busier workers can use it.
-                return;
-            };
-            let msg = match msg {
-                Ok(m) => m,
+                Ok(None) => return,
                 Err(e) => {
-                    tracing::warn!(error = %e, "task message error");
+                    tracing::warn!(agent_type = %self.agent_type, error = %e, "fetch failed");
                     return;
                 }
             };
