@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use caucus_shared::envelope::{DecodeError, Envelope, MessageType};
 use caucus_shared::messages::{BatchPauseRequest, BatchTrigger, PauseRequest, ResumeCommand};
+use caucus_shared::nats::consume::in_progress;
 use caucus_shared::nats::dlq::{decode_or_dead_letter, Dlq, DlqReason};
 use caucus_shared::subjects::{StreamKind, Subjects};
 
@@ -185,7 +186,7 @@ pub async fn run(
                 return ControlFlow::Continue(());
             };
             if let Some(router) = router {
-                routed(router, dlq, &msg, &subject, op).await;
+                routed(router, dlq, &msg, &subject, op, ack_wait).await;
                 return ControlFlow::Continue(());
             }
             match ask(scheduler, |reply| Command::Control { op, reply }).await {
@@ -226,10 +227,24 @@ async fn routed(
     msg: &jetstream::Message,
     subject: &str,
     op: ControlOp,
+    ack_wait: Duration,
 ) {
+    // By item it is two forwards in turn (find, then apply), each up to
+    // nats.request_timeout: keep the message ours meanwhile.
+    let keep = ack_wait / 3;
     let done = match op {
-        ControlOp::Pause(a) => by_item::pause(router, a).await.map(drop),
-        ControlOp::Resume(a) => by_item::resume(router, a).await.map(drop),
+        ControlOp::Pause(a) => {
+            in_progress(msg, keep, async {
+                by_item::pause(router, a).await.map(drop)
+            })
+            .await
+        }
+        ControlOp::Resume(a) => {
+            in_progress(msg, keep, async {
+                by_item::resume(router, a).await.map(drop)
+            })
+            .await
+        }
         // A batch's limit spans partitions: kept, not lost, until batches
         // are served there (docs/PARTITIONS.md).
         ControlOp::BatchPause(_)

@@ -84,3 +84,25 @@ pub async fn consume<F, Fut>(
         }
     }
 }
+
+/// Runs `work` while telling JetStream every `every` that `msg` is still
+/// being handled (an in-progress ack), so a step that takes longer than
+/// the consumer's `ack_wait` (forwards to other coordinators, each bounded
+/// by `nats.request_timeout`) is not redelivered and carried out twice.
+pub async fn in_progress<T>(
+    msg: &jetstream::Message,
+    every: Duration,
+    work: impl Future<Output = T>,
+) -> T {
+    let every = every.max(Duration::from_millis(50));
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            biased;
+            r = &mut work => return r,
+            _ = tokio::time::sleep(every) => {
+                let _ = msg.ack_with(jetstream::AckKind::Progress).await;
+            }
+        }
+    }
+}
