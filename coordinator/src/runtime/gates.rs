@@ -123,6 +123,26 @@ pub fn open_gate(rec: &WorkflowRecord, key: &str, now: DateTime<Utc>) -> OpenGat
     }
 }
 
+/// An automatic approval (`auto_approve_gates`): the decision of
+/// [`apply`]'s `Decide`, without the reply it builds (the whole workflow
+/// view, a tenth of the coordinator's CPU per task under load), which
+/// nobody reads for these.
+pub fn decide_automatically(
+    engine: &mut Engine,
+    dirty: &mut HashSet<String>,
+    workflow_id: &str,
+    gate: Option<&str>,
+    req: GateRequest,
+    now: DateTime<Utc>,
+) -> Result<(), ApiError> {
+    engine
+        .decide_gate(workflow_id, gate, req, now)
+        .ok_or_else(|| unknown(workflow_id))?
+        .map_err(gate_error)?;
+    dirty.insert(workflow_id.to_string());
+    Ok(())
+}
+
 /// Carries out `op` on the engine; marks changed workflows dirty. The
 /// reply is the operation's typed reply as JSON ([`GatesReply`],
 /// the [`WorkflowRecord`] itself, [`GateDecideReply`], [`SettleReply`],

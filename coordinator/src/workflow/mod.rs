@@ -14,6 +14,7 @@ mod record;
 mod resume;
 mod tiers;
 mod transitions;
+pub(crate) mod ts;
 
 pub use build::{instantiate, StageDef, StageKind, StageLists, StageRetry};
 pub use gate::{

@@ -130,19 +130,39 @@ pub struct TaskRecord {
     pub worker_id: Option<String>,
     /// When the current attempt joined its agent type's ready queue (the
     /// start of its queue wait; metrics and the dispatch span use it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "super::ts::option"
+    )]
     pub ready_at: Option<DateTime<Utc>>,
     /// When the current attempt was dispatched.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "super::ts::option"
+    )]
     pub dispatched_at: Option<DateTime<Utc>>,
     /// When the current attempt started on a worker.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "super::ts::option"
+    )]
     pub started_at: Option<DateTime<Utc>>,
     /// When it finished.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "super::ts::option"
+    )]
     pub finished_at: Option<DateTime<Utc>>,
     /// Not before this time (retry backoff).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "super::ts::option"
+    )]
     pub not_before: Option<DateTime<Utc>>,
     /// The result (left out of the stored record when `output_key` is set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -260,11 +280,17 @@ pub struct WorkflowRecord {
     /// Milliseconds of wall time per pipeline time unit.
     pub unit_ms: u64,
     /// Submission time.
+    #[serde(serialize_with = "super::ts::serialize")]
     pub created_at: DateTime<Utc>,
     /// Last change.
+    #[serde(serialize_with = "super::ts::serialize")]
     pub updated_at: DateTime<Utc>,
     /// When it completed or failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "super::ts::option"
+    )]
     pub finished_at: Option<DateTime<Utc>>,
     /// Why it failed (or, for a tier-2/3 pause, which task failed how).
     #[serde(default, skip_serializing_if = "Option::is_none")]

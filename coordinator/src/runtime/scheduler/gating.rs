@@ -28,9 +28,31 @@ impl Scheduler {
         }
         // Automatic approvals are written with the next batch: nobody
         // waits on their reply, and under load they are frequent.
-        let automatic =
-            matches!(&op, gates::GateOp::Decide { req, .. } if req.decided_by == "auto");
-        let id = op.workflow_id().filter(|_| !automatic).map(str::to_string);
+        match op {
+            gates::GateOp::Decide {
+                workflow_id,
+                gate,
+                req,
+            } if req.decided_by == "auto" => gates::decide_automatically(
+                &mut self.engine,
+                &mut self.dirty,
+                &workflow_id,
+                gate.as_deref(),
+                req,
+                now,
+            )
+            .map(|()| Value::Null),
+            op => self.gate_applied(op, now).await,
+        }
+    }
+
+    /// [`Scheduler::gate`] for every operation but automatic approvals.
+    async fn gate_applied(
+        &mut self,
+        op: gates::GateOp,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<Value, ApiError> {
+        let id = op.workflow_id().map(str::to_string);
         let mut r = gates::apply(op, &mut self.engine, &mut self.dirty, now);
         // A decision is stored before it is confirmed; if the store
         // is down it stays in memory, is retried, and the reply
