@@ -336,3 +336,72 @@ async fn control_messages_by_item_reach_the_owner_of_the_latest_workflow() {
         )],
     );
 }
+
+/// Each partition's epochs as `coordinator.partitions` reports them, once
+/// every partition has an owner.
+async fn epochs(api: &Api) -> Vec<u64> {
+    eventually("every partition held", Duration::from_secs(30), || async {
+        let v = call(api, "partitions", json!({})).await.ok()?;
+        (0..PARTITIONS)
+            .map(|p| {
+                let e = &v["partitions"][p.to_string()];
+                e["owner"].as_str()?;
+                e["epoch"].as_u64()
+            })
+            .collect::<Option<Vec<u64>>>()
+    })
+    .await
+}
+
+fn stop(c: &mut Service) {
+    c.sigterm();
+    c.wait_exit(Duration::from_secs(30));
+}
+
+/// Redis loses its data (and with it every partition lock's epoch counter)
+/// while no workflow is unfinished, so no record carries an epoch: each
+/// partition's next tenure still starts above its last one, from the
+/// epoch its tenure noted in the index (`_epoch_p<p>`), not at 1 again.
+#[tokio::test]
+async fn after_redis_lost_its_data_every_partition_starts_above_its_last_epoch() {
+    let stack = Stack::start();
+    let env = [("CAUCUS_COORDINATOR_PARTITIONS", "4")];
+    let api = Api::connect(&stack).await;
+    let mut c = coordinator(&stack, &env);
+    let first = epochs(&api).await;
+    // A second tenure, so that starting over at 1 would be visible. A
+    // clean stop hands the partitions over at once.
+    stop(&mut c);
+    let mut c = coordinator(&stack, &env);
+    let before = eventually("a second tenure", Duration::from_secs(30), || async {
+        let e = epochs(&api).await;
+        e.iter().zip(&first).all(|(b, f)| b > f).then_some(e)
+    })
+    .await;
+    let js = async_nats::jetstream::new(api.nats.clone());
+    let index = js
+        .get_key_value("caucus_workflows_active")
+        .await
+        .expect("the index bucket");
+    for (p, e) in before.iter().enumerate() {
+        let noted = eventually("the epoch noted", Duration::from_secs(10), || async {
+            let v = index.get(format!("_epoch_p{p}")).await.ok()??;
+            let n: u64 = std::str::from_utf8(&v).ok()?.parse().ok()?;
+            (n == *e).then_some(n)
+        })
+        .await;
+        assert_eq!(noted, *e, "partition {p}");
+    }
+    stop(&mut c);
+    assert_eq!(stack.redis.command("FLUSHALL").trim(), "+OK");
+    let _c = coordinator(&stack, &env);
+    let after = epochs(&api).await;
+    for p in 0..PARTITIONS as usize {
+        assert!(
+            after[p] > before[p],
+            "partition {p}: epoch {} after the flush, {} before",
+            after[p],
+            before[p]
+        );
+    }
+}

@@ -467,10 +467,8 @@ async fn serve(
                 let _ = stop.await;
                 return max_epoch;
             }
-            if part.count <= 1 {
-                if let Err(e) = store.note_epoch(held.epoch()).await {
-                    tracing::warn!(error = %e, "cannot note this tenure's epoch in the index");
-                }
+            if let Err(e) = store.note_epoch(part, held.epoch()).await {
+                tracing::warn!(error = %e, "cannot note this tenure's epoch in the index");
             }
             tracing::info!(
                 workflows = n,

@@ -26,6 +26,7 @@ use caucus_shared::nats::topology::ensure_kv_with_ttl;
 use caucus_shared::subjects::Subjects;
 
 use super::batch::BatchLoadError;
+use super::partition::Partition;
 use crate::workflow::WorkflowRecord;
 
 /// KV bucket of workflow records.
@@ -37,8 +38,19 @@ pub const OUTPUTS_BUCKET: &str = "task_outputs";
 /// Index key saying the index covers every record (written once, after
 /// the first full scan of a store that predates the index).
 const INDEX_BUILT: &str = "_index_built";
-/// Index key holding the epoch of the latest tenure that began.
+/// Index key holding the epoch of the latest tenure that began (of the
+/// only partition; partition `p` of several uses `_epoch_p<p>`, since each
+/// partition's lock counts its own epochs).
 const EPOCH_KEY: &str = "_epoch";
+
+/// The index key holding `part`'s latest tenure epoch.
+fn epoch_key(part: Partition) -> String {
+    if part.count <= 1 {
+        EPOCH_KEY.to_string()
+    } else {
+        format!("{EPOCH_KEY}_p{}", part.index)
+    }
+}
 /// Records or outputs read at once on a takeover.
 const LOAD_CONCURRENCY: usize = 128;
 
@@ -376,12 +388,15 @@ impl WorkflowStore {
 
     /// Every unfinished record (start-up / takeover), read through the
     /// index, and the highest fencing epoch known (from the records read
-    /// and the one the last tenure noted). Index entries of records found
-    /// finished or gone are removed. A store written before the index
-    /// existed is scanned once in full and indexed.
-    pub async fn load_unfinished(&self) -> Result<(Vec<(WorkflowRecord, u64)>, u64), StoreError> {
+    /// and the one `part`'s last tenure noted). Index entries of records
+    /// found finished or gone are removed. A store written before the
+    /// index existed is scanned once in full and indexed.
+    pub async fn load_unfinished(
+        &self,
+        part: Partition,
+    ) -> Result<(Vec<(WorkflowRecord, u64)>, u64), StoreError> {
         let built = self.marker(INDEX_BUILT).await?.is_some();
-        let mut max_epoch = self.marker(EPOCH_KEY).await?.unwrap_or(0);
+        let mut max_epoch = self.marker(&epoch_key(part)).await?.unwrap_or(0);
         let ids: Vec<String> = if built {
             self.keys(&self.active).await?
         } else {
@@ -433,11 +448,11 @@ impl WorkflowStore {
         Ok((unfinished, max_epoch))
     }
 
-    /// Notes the epoch of a tenure that has begun, so the next one stays
-    /// above it even when every record it wrote has expired and Redis lost
-    /// its counter.
-    pub async fn note_epoch(&self, epoch: u64) -> Result<(), StoreError> {
-        self.set_marker(EPOCH_KEY, epoch).await
+    /// Notes the epoch of `part`'s tenure that has begun, so the next one
+    /// stays above it even when every record it wrote has expired and
+    /// Redis lost its counter.
+    pub async fn note_epoch(&self, part: Partition, epoch: u64) -> Result<(), StoreError> {
+        self.set_marker(&epoch_key(part), epoch).await
     }
 
     async fn marker(&self, key: &str) -> Result<Option<u64>, StoreError> {

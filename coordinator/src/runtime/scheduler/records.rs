@@ -14,7 +14,7 @@ impl Scheduler {
     /// Returns how many, and the highest fencing epoch found in any record
     /// (the floor this tenure's epoch must be above).
     pub async fn load(&mut self) -> Result<(usize, u64), StoreError> {
-        let (all, max_epoch) = self.store.load_unfinished().await?;
+        let (all, max_epoch) = self.store.load_unfinished(self.partition).await?;
         let mut n = 0;
         let mut stage_lists = crate::workflow::StageLists::default();
         for (mut rec, rev) in all {
