@@ -106,3 +106,60 @@ pub async fn in_progress<T>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_nats::jetstream::consumer::{pull, AckPolicy};
+    use async_nats::jetstream::stream;
+
+    /// A handler that takes three times the consumer's ack wait keeps its
+    /// message: nobody else is handed it meanwhile, and it is delivered
+    /// once.
+    #[tokio::test]
+    async fn a_message_in_progress_is_not_redelivered_past_ack_wait() {
+        let nats = caucus_harness::Nats::start();
+        let js = jetstream::new(async_nats::connect(nats.url()).await.unwrap());
+        let s = js
+            .create_stream(stream::Config {
+                name: "C".into(),
+                subjects: vec!["c".into()],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let ack_wait = Duration::from_millis(600);
+        let consumer: PullConsumer = s
+            .create_consumer(pull::Config {
+                durable_name: Some("c".into()),
+                ack_policy: AckPolicy::Explicit,
+                ack_wait,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        js.publish("c", "x".into()).await.unwrap().await.unwrap();
+        let first = |expires| {
+            let consumer = consumer.clone();
+            async move {
+                let mut b = consumer
+                    .fetch()
+                    .max_messages(1)
+                    .expires(expires)
+                    .messages()
+                    .await
+                    .unwrap();
+                b.next().await.map(|m| m.unwrap())
+            }
+        };
+        let msg = first(Duration::from_secs(2)).await.expect("the message");
+        let other = first(ack_wait * 3);
+        let (_, redelivered) = tokio::join!(
+            in_progress(&msg, ack_wait / 3, tokio::time::sleep(ack_wait * 3)),
+            other
+        );
+        assert!(redelivered.is_none(), "handed out again while in progress");
+        msg.ack().await.unwrap();
+        assert_eq!(msg.info().unwrap().delivered, 1);
+    }
+}
