@@ -113,7 +113,7 @@ mod tests {
     use async_nats::jetstream::consumer::{pull, AckPolicy};
     use async_nats::jetstream::stream;
 
-    /// A handler that takes three times the consumer's ack wait keeps its
+    /// A handler that takes twice the consumer's ack wait keeps its
     /// message: nobody else is handed it meanwhile, and it is delivered
     /// once.
     #[tokio::test]
@@ -128,7 +128,7 @@ mod tests {
             })
             .await
             .unwrap();
-        let ack_wait = Duration::from_millis(600);
+        let ack_wait = Duration::from_millis(1500);
         let consumer: PullConsumer = s
             .create_consumer(pull::Config {
                 durable_name: Some("c".into()),
@@ -153,9 +153,9 @@ mod tests {
             }
         };
         let msg = first(Duration::from_secs(2)).await.expect("the message");
-        let other = first(ack_wait * 3);
+        let other = first(ack_wait * 2);
         let (_, redelivered) = tokio::join!(
-            in_progress(&msg, ack_wait / 3, tokio::time::sleep(ack_wait * 3)),
+            in_progress(&msg, ack_wait / 3, tokio::time::sleep(ack_wait * 2)),
             other
         );
         assert!(redelivered.is_none(), "handed out again while in progress");
