@@ -39,6 +39,16 @@ pub async fn read(
     Ok(out)
 }
 
+/// Capacities to start a reader ([`run`]) with: read once, or empty when
+/// Redis does not answer (the reader fills them in).
+pub async fn first(pool: &RedisPool, prefix: &str) -> Capacities {
+    let caps: Capacities = Default::default();
+    if let Ok(c) = read(pool, prefix).await {
+        *caps.write().expect("caps") = c;
+    }
+    caps
+}
+
 /// Whether a semaphore snapshot has a live worker registration. Its
 /// registry key outlives the last registration by at most a moment (it
 /// expires with it), so a snapshot taken in between has none.

@@ -16,7 +16,9 @@ use caucus_shared::nats::api::{ApiError, OffsetPage};
 use super::gates_package;
 use super::views::workflow_view;
 use crate::engine::Engine;
-use crate::workflow::{GateError, GateRequest, GateTimers, RerunRequest, WorkflowRecord};
+use crate::workflow::{
+    GateError, GateOutcome, GateRequest, GateTimers, RerunRequest, WorkflowRecord,
+};
 
 /// A gate operation the scheduler carries out.
 #[derive(Debug, Clone)]
@@ -123,24 +125,25 @@ pub fn open_gate(rec: &WorkflowRecord, key: &str, now: DateTime<Utc>) -> OpenGat
     }
 }
 
-/// An automatic approval (`auto_approve_gates`): the decision of
-/// [`apply`]'s `Decide`, without the reply it builds (the whole workflow
-/// view, a tenth of the coordinator's CPU per task under load), which
-/// nobody reads for these.
-pub fn decide_automatically(
+/// A gate decision on the engine, the workflow marked dirty. [`apply`]'s
+/// `Decide` builds its reply from the outcome; an automatic approval
+/// (`auto_approve_gates`) calls this alone, since nobody reads that reply
+/// (the whole workflow view, a tenth of the coordinator's CPU per task
+/// under load).
+pub fn decide(
     engine: &mut Engine,
     dirty: &mut HashSet<String>,
     workflow_id: &str,
     gate: Option<&str>,
     req: GateRequest,
     now: DateTime<Utc>,
-) -> Result<(), ApiError> {
-    engine
+) -> Result<GateOutcome, ApiError> {
+    let out = engine
         .decide_gate(workflow_id, gate, req, now)
         .ok_or_else(|| unknown(workflow_id))?
         .map_err(gate_error)?;
     dirty.insert(workflow_id.to_string());
-    Ok(())
+    Ok(out)
 }
 
 /// Carries out `op` on the engine; marks changed workflows dirty. The
@@ -191,11 +194,7 @@ pub fn apply(
             req,
         } => {
             let action = req.action;
-            let out = engine
-                .decide_gate(&workflow_id, gate.as_deref(), req, now)
-                .ok_or_else(|| unknown(&workflow_id))?
-                .map_err(gate_error)?;
-            dirty.insert(workflow_id.clone());
+            let out = decide(engine, dirty, &workflow_id, gate.as_deref(), req, now)?;
             let rec = engine.get(&workflow_id).expect("just decided");
             let decision = rec.tasks[&out.gate]
                 .gate

@@ -39,8 +39,7 @@ pub mod undeliverable;
 pub mod views;
 pub mod workers_api;
 
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use async_nats::jetstream;
 use tokio::sync::mpsc;
@@ -282,10 +281,7 @@ async fn serve_partitions(
         lease: cfg.leader_lease,
     };
     // One capacity reader for every partition's term.
-    let caps: Capacities = Arc::new(RwLock::new(HashMap::new()));
-    if let Ok(c) = capacity::read(&deps.redis, deps.subjects.prefix()).await {
-        *caps.write().expect("caps") = c;
-    }
+    let caps = capacity::first(&deps.redis, deps.subjects.prefix()).await;
     {
         let slots = current.clone();
         deps.tasks.spawn_named(
@@ -419,13 +415,7 @@ async fn serve(
     let own_caps = shared.caps.is_none();
     let caps: Capacities = match &shared.caps {
         Some(c) => c.clone(),
-        None => {
-            let caps: Capacities = Arc::new(RwLock::new(HashMap::new()));
-            if let Ok(c) = capacity::read(&deps.redis, deps.subjects.prefix()).await {
-                *caps.write().expect("caps") = c;
-            }
-            caps
-        }
+        None => capacity::first(&deps.redis, deps.subjects.prefix()).await,
     };
     let mut sched = Scheduler::new(
         store.clone(),

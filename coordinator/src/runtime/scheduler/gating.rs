@@ -33,7 +33,7 @@ impl Scheduler {
                 workflow_id,
                 gate,
                 req,
-            } if req.decided_by == "auto" => gates::decide_automatically(
+            } if req.decided_by == "auto" => gates::decide(
                 &mut self.engine,
                 &mut self.dirty,
                 &workflow_id,
@@ -41,7 +41,7 @@ impl Scheduler {
                 req,
                 now,
             )
-            .map(|()| Value::Null),
+            .map(|_| Value::Null),
             op => self.gate_applied(op, now).await,
         }
     }
