@@ -10,7 +10,9 @@ use caucus_shared::messages::BatchTrigger;
 use caucus_shared::nats::ApiError;
 use caucus_shared::task::TaskEvent;
 
-use super::batch::{BatchLoadError, BatchManager, BatchPauseArgs, BatchResumeArgs};
+use super::batch::{
+    BatchLoadError, BatchManager, BatchPauseArgs, BatchResumeArgs, PartPause, PartResume,
+};
 use super::pause::PauseManager;
 use super::publish::alert;
 use super::views::{pause_view, state_view};
@@ -42,6 +44,11 @@ pub enum ControlOp {
     BatchStatus(BatchStatusArgs),
     /// A correlator's trigger.
     BatchTrigger(BatchTrigger),
+    /// This partition's share of a batch pause or trigger (several
+    /// partitions; the router resolved the workflows).
+    PartPause(PartPause),
+    /// This partition's share of a resume of items (several partitions).
+    PartResume(PartResume),
 }
 
 /// The scheduler's answer to a [`ControlOp`].
@@ -135,9 +142,21 @@ impl Control {
                 .map(ControlReply::Batch),
             ControlOp::BatchResume(a) => {
                 let id = self.batches.resume(a, engine, now)?;
-                self.drive(engine, capacity, dirty, now);
+                // A part of a batch spanning partitions resumes at the
+                // next tick, once it took running slots from Redis.
+                if !self.batches.is_spread() {
+                    self.drive(engine, capacity, dirty, now);
+                }
                 self.batches.status(&id).map(ControlReply::Batch)
             }
+            ControlOp::PartPause(p) => self
+                .batches
+                .pause_part(p, engine, dirty, now)
+                .map(ControlReply::Batch),
+            ControlOp::PartResume(p) => self
+                .batches
+                .resume_part(p, engine, now)
+                .map(ControlReply::Batch),
             ControlOp::BatchStatus(a) => self.batches.status(&a.batch_id).map(ControlReply::Batch),
         }
     }
@@ -266,7 +285,17 @@ impl Control {
         capacity: &HashMap<String, usize>,
         now: DateTime<Utc>,
     ) {
-        self.drive(engine, capacity, dirty, now);
+        if self.batches.is_spread() {
+            for id in self
+                .batches
+                .drive_spread(engine, capacity, dirty, now)
+                .await
+            {
+                self.pauses.forget(&id);
+            }
+        } else {
+            self.drive(engine, capacity, dirty, now);
+        }
         self.pauses.remind(engine, dirty, now).await;
     }
 }

@@ -11,7 +11,7 @@ use caucus_shared::nats::ApiError;
 
 use super::commands::{ask, Command, SchedulerHandle};
 use super::control::{ControlOp, ControlReply};
-use super::route::by_item;
+use super::route::{batches, by_item};
 
 /// Runs `op` on the leader's scheduler; `reply_of` picks `O`'s reply out
 /// of the scheduler's answer.
@@ -29,21 +29,6 @@ pub async fn call<O: Operation>(
             O::NAME
         ))
     })
-}
-
-/// Registers `O`, whose request `to_op` turns into a control operation,
-/// answered by the scheduler that owns the workflow `key` names (the
-/// leader's with one partition).
-fn route<O: Operation>(
-    svc: &mut caucus_shared::service::Service,
-    router: &super::route::Router,
-    key: fn(&O::Request) -> Option<&str>,
-    to_op: fn(O::Request) -> ControlOp,
-    reply_of: fn(ControlReply) -> Option<O::Reply>,
-) {
-    super::route::by_workflow::<O, _, _>(svc, router, key, move |h, req| async move {
-        call::<O>(to_op(req), reply_of, || Ok(h)).await
-    });
 }
 
 fn pause_reply(r: ControlReply) -> Option<PauseReply> {
@@ -69,10 +54,11 @@ fn batch_reply(r: ControlReply) -> Option<BatchStatusReply> {
 
 /// Registers the pause, resume and batch operations (the leader answers).
 /// With several partitions a pause or resume by item runs on the owner of
-/// the item's latest workflow (`route::by_item`); a batch spans them, and
-/// batches are not served there yet (docs/PARTITIONS.md).
+/// the item's latest workflow (`route::by_item`), and a batch is split
+/// into one part per partition and merged back (`route::batches`).
 pub fn routes(svc: &mut caucus_shared::service::Service, router: &super::route::Router) {
     by_item::register(router);
+    batches::register(router);
     super::route::by_workflow_or::<Pause, _, _, _, _>(
         svc,
         router,
@@ -87,7 +73,33 @@ pub fn routes(svc: &mut caucus_shared::service::Service, router: &super::route::
         |h, req| async move { call::<Resume>(ControlOp::Resume(req), resume_reply, || Ok(h)).await },
         |router, req| async move { by_item::resume(&router, req).await },
     );
-    route::<BatchPause>(svc, router, |_| None, ControlOp::BatchPause, batch_reply);
-    route::<BatchResume>(svc, router, |_| None, ControlOp::BatchResume, batch_reply);
-    route::<BatchStatus>(svc, router, |_| None, ControlOp::BatchStatus, batch_reply);
+    // A batch names no one workflow: with several partitions every
+    // request goes `across`.
+    super::route::by_workflow_or::<BatchPause, _, _, _, _>(
+        svc,
+        router,
+        |_| None,
+        |h, req| async move {
+            call::<BatchPause>(ControlOp::BatchPause(req), batch_reply, || Ok(h)).await
+        },
+        |router, req| async move { batches::pause(&router, req).await },
+    );
+    super::route::by_workflow_or::<BatchResume, _, _, _, _>(
+        svc,
+        router,
+        |_| None,
+        |h, req| async move {
+            call::<BatchResume>(ControlOp::BatchResume(req), batch_reply, || Ok(h)).await
+        },
+        |router, req| async move { batches::resume(&router, req).await },
+    );
+    super::route::by_workflow_or::<BatchStatus, _, _, _, _>(
+        svc,
+        router,
+        |_| None,
+        |h, req| async move {
+            call::<BatchStatus>(ControlOp::BatchStatus(req), batch_reply, || Ok(h)).await
+        },
+        |router, req| async move { batches::status(&router, req).await },
+    );
 }

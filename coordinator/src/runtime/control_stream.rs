@@ -4,7 +4,8 @@
 //! type that does not match its subject, and an operation the coordinator
 //! refuses (e.g. `illegal_transition`) go to the DLQ with the reason; the
 //! message is then acked. With several partitions pauses and resumes are
-//! carried out by their workflow's owner (docs/PARTITIONS.md).
+//! carried out by their workflow's owner, batches by the owners of their
+//! workflows (docs/PARTITIONS.md).
 
 use std::ops::ControlFlow;
 use std::time::Duration;
@@ -21,7 +22,7 @@ use caucus_shared::subjects::{StreamKind, Subjects};
 use super::batch::BatchPauseArgs;
 use super::commands::{ask, AskError, Command, SchedulerHandle};
 use super::control::{ControlOp, PauseArgs, ResumeArgs};
-use super::route::{by_item, Router};
+use super::route::{batches, by_item, Router};
 
 /// Durable name of the coordinator's control consumer.
 pub const CONTROL_CONSUMER: &str = "coordinator-control";
@@ -151,7 +152,8 @@ pub async fn ensure_consumer(
 /// goes away). With several partitions (`router` is the instance's) only
 /// partition 0's term runs it: pauses and resumes go to their workflow's
 /// owner (by item: the item's latest workflow over every partition), here
-/// or over NATS; batches are refused.
+/// or over NATS; batches are split among the owners of their workflows
+/// (`route::batches`).
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     js: jetstream::Context,
@@ -230,7 +232,8 @@ async fn routed(
     ack_wait: Duration,
 ) {
     // By item it is two forwards in turn (find, then apply), each up to
-    // nats.request_timeout: keep the message ours meanwhile.
+    // nats.request_timeout; a batch three (find, apply the parts, merge
+    // the status): keep the message ours meanwhile.
     let keep = ack_wait / 3;
     let done = match op {
         ControlOp::Pause(a) => {
@@ -245,14 +248,35 @@ async fn routed(
             })
             .await
         }
-        // A batch's limit spans partitions: kept, not lost, until batches
-        // are served there (docs/PARTITIONS.md).
-        ControlOp::BatchPause(_)
-        | ControlOp::BatchResume(_)
-        | ControlOp::BatchStatus(_)
-        | ControlOp::BatchTrigger(_) => {
-            let why = "batch commands are not served when the coordinators are partitioned (coordinator.partitions > 1) yet; see docs/PARTITIONS.md";
-            refuse(dlq, msg, "unsupported", why).await;
+        ControlOp::BatchPause(a) => {
+            in_progress(msg, keep, async {
+                batches::pause(router, a).await.map(drop)
+            })
+            .await
+        }
+        ControlOp::BatchTrigger(t) => {
+            in_progress(msg, keep, async {
+                batches::trigger(router, t).await.map(drop)
+            })
+            .await
+        }
+        // Not control messages (decode_op never makes them), but served
+        // the same way should one come.
+        ControlOp::BatchResume(a) => {
+            in_progress(msg, keep, async {
+                batches::resume(router, a).await.map(drop)
+            })
+            .await
+        }
+        ControlOp::BatchStatus(a) => {
+            in_progress(msg, keep, async {
+                batches::status(router, a).await.map(drop)
+            })
+            .await
+        }
+        ControlOp::PartPause(_) | ControlOp::PartResume(_) => {
+            let why = "a partition's share of a batch is not a control message";
+            refuse(dlq, msg, "bad_request", why).await;
             return;
         }
     };

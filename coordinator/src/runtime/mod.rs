@@ -438,7 +438,8 @@ async fn serve(
             shared.batches_kv.clone(),
             cfg.batch_concurrency,
             cfg.batch_failure_ratio,
-        ),
+        )
+        .with_partition(part, deps.redis.clone(), deps.subjects.prefix()),
     })
     .with_research(crate::research::runtime::ResearchRuntime::new(
         deps.js.clone(),

@@ -24,6 +24,7 @@ use caucus_shared::subjects::Subjects;
 
 use super::commands::SchedulerHandle;
 
+pub mod batches;
 pub mod by_item;
 pub mod gates;
 

@@ -8,6 +8,7 @@
 //! | capacity semaphore | `P:{sem:T}:holders`, `P:{sem:T}:workers`, `P:{sem:T}:slots`, `P:{sem:T}:cap`, `P:{sem:T}:epoch` |
 //! | owned lock | `P:{lock:N}`, `P:{lock:N}:epoch` (leader locks' fencing epoch) |
 //! | bounded counter | `P:{queue:N}:members` |
+//! | batch slots | `P:{batch:B}:running` |
 //!
 //! `P` is the configured `subject_prefix` (default `caucus`). Names and the
 //! prefix are restricted to `[A-Za-z0-9_.:-]`, so a caller can never smuggle
@@ -27,6 +28,9 @@ pub const SEMAPHORE_FAMILY: &str = "sem";
 pub const LOCK_FAMILY: &str = "lock";
 /// Hash-tag family of bounded counters (`{queue:<name>}`).
 pub const QUEUE_FAMILY: &str = "queue";
+
+/// Hash-tag family of batch slots (`{batch:<batch id>}`).
+pub const BATCH_FAMILY: &str = "batch";
 
 /// Semaphore suffix: ZSET holder id → lease expiry (server ms).
 pub const SEM_HOLDERS: &str = "holders";
@@ -139,6 +143,40 @@ pub fn queue_members_key(prefix: &str, name: &str) -> Result<String, Error> {
     ))
 }
 
+/// Batch slots suffix: HASH workflow id → partition, the batch's
+/// workflows resumed and not finished yet.
+pub const BATCH_RUNNING: &str = "running";
+
+/// Longest accepted batch id (the coordinator's limit for batch ids).
+pub const MAX_BATCH_ID_LEN: usize = 200;
+
+/// `P:{batch:id}:running`: the running workflows of one batch. Batch ids
+/// are longer than other names and may also hold `=`; braces never.
+pub fn batch_running_key(prefix: &str, batch_id: &str) -> Result<String, Error> {
+    validate_name("key prefix", prefix)?;
+    let reason = if batch_id.is_empty() {
+        Some("must not be empty".to_string())
+    } else if batch_id.len() > MAX_BATCH_ID_LEN {
+        Some(format!("must be at most {MAX_BATCH_ID_LEN} bytes"))
+    } else {
+        batch_id
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-' | '=')))
+            .map(|c| format!("character {c:?} is not allowed (only [A-Za-z0-9_.:=-])"))
+    };
+    if let Some(reason) = reason {
+        return Err(Error::InvalidName {
+            kind: "batch id",
+            name: batch_id.to_string(),
+            reason,
+        });
+    }
+    Ok(format!(
+        "{}:{BATCH_RUNNING}",
+        tagged(prefix, BATCH_FAMILY, batch_id)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +201,13 @@ mod tests {
             queue_members_key("caucus", "expert-1").unwrap(),
             "caucus:{queue:expert-1}:members"
         );
+        assert_eq!(
+            batch_running_key("caucus", "corr-a=b").unwrap(),
+            "caucus:{batch:corr-a=b}:running"
+        );
+        for bad in ["", "a}b", "{x}", "a b", &"x".repeat(201)] {
+            assert!(batch_running_key("caucus", bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

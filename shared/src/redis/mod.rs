@@ -5,6 +5,8 @@
 //! - [`CapacitySemaphore`]: cluster-wide capacity per agent type, with leases.
 //! - [`OwnedLock`]: lock with an owner token and TTL.
 //! - [`BoundedCounter`]: at most N live members per key, with expiry.
+//! - [`BatchSlots`]: a batch's running workflows, at most its limit, over
+//!   partitions.
 //! - [`leadership`]: active/standby by an [`OwnedLock`].
 //! - [`partitions`]: partitions divided among live members, each under a
 //!   fenced lease.
@@ -12,6 +14,7 @@
 //! - [`keys`]: the key families.
 //! - [`RedisPool`]: standalone, Redis Cluster or Sentinel (`redis.mode`).
 
+mod batch_slots;
 mod connect;
 mod counter;
 pub mod keys;
@@ -26,6 +29,7 @@ mod scripts;
 mod semaphore;
 mod sync_gate;
 
+pub use batch_slots::BatchSlots;
 pub use connect::{connect, redact_url};
 pub(crate) use connect::{ping, startup_backoff};
 pub use counter::{AddOutcome, BoundedCounter};

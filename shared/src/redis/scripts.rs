@@ -40,6 +40,9 @@ pub(crate) static COUNTER_ADD: LazyLock<Script> = script!("prelude.lua", "counte
 pub(crate) static COUNTER_REMOVE: LazyLock<Script> = script!("prelude.lua", "counter_remove.lua");
 pub(crate) static COUNTER_MEMBERS: LazyLock<Script> = script!("prelude.lua", "counter_members.lua");
 
+pub(crate) static BATCH_ACQUIRE: LazyLock<Script> = script!("batch_acquire.lua");
+pub(crate) static BATCH_SYNC: LazyLock<Script> = script!("batch_sync.lua");
+
 /// Runs one script invocation on a pooled connection.
 ///
 /// A pooled connection can outlive the server (restart, failover). When the

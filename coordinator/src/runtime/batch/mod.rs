@@ -9,10 +9,17 @@
 //! them are resumed-and-unfinished and the capacity rule allows
 //! ([`logic::capacity_blocker`]); it stops the batch if more than the
 //! failure ratio of the resumes fail (the workflow pauses again).
+//!
+//! With several partitions each partition's manager holds its part of a
+//! batch (its own workflows, stored as `<batch id>.p<partition>`), and
+//! the concurrency limit is kept across the parts in Redis
+//! ([`spread`]); the router splits and merges (`route/batches.rs`).
 
 pub mod logic;
+mod part;
 mod pause;
 mod resume;
+pub mod spread;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -27,7 +34,8 @@ use crate::engine::Engine;
 use crate::workflow::WorkflowRecord;
 use logic::BatchRecord;
 
-pub use pause::batch_id_for_correlation;
+pub use part::{PartPause, PartResume};
+pub use pause::{batch_id_for_correlation, trigger_reason, valid_id};
 
 // The request bodies are the API's types (`caucus_shared::api::coordinator::control`).
 pub use caucus_shared::api::coordinator::control::{
@@ -73,6 +81,8 @@ pub struct BatchManager {
     dirty: BTreeSet<String>,
     default_concurrency: u32,
     ratio: f64,
+    /// With several partitions: this part's share of the batches' slots.
+    spread: Option<spread::Spread>,
 }
 
 impl BatchManager {
@@ -84,6 +94,52 @@ impl BatchManager {
             dirty: BTreeSet::new(),
             default_concurrency: default_concurrency.max(1),
             ratio,
+            spread: None,
+        }
+    }
+
+    /// Serves partition `part` of several: holds only the parts of batches
+    /// whose workflows it owns, and takes their running slots from Redis.
+    /// With one partition nothing changes.
+    pub fn with_partition(
+        mut self,
+        part: crate::runtime::partition::Partition,
+        redis: caucus_shared::redis::RedisPool,
+        prefix: &str,
+    ) -> Self {
+        if part.count <= 1 {
+            return self;
+        }
+        match caucus_shared::redis::BatchSlots::new(redis, prefix) {
+            Ok(slots) => self.spread = Some(spread::Spread::new(part, slots)),
+            // The prefix was checked when the coordinator started.
+            Err(e) => tracing::error!(error = %e, "batch slots unusable"),
+        }
+        self
+    }
+
+    /// Whether this manager holds parts of batches that span partitions.
+    pub fn is_spread(&self) -> bool {
+        self.spread.is_some()
+    }
+
+    /// The KV key of batch `id`: the id with one partition, `<id>.p<k>`
+    /// (this partition's part) with several.
+    fn kv_key(&self, id: &str) -> String {
+        match &self.spread {
+            Some(s) => s.kv_key(id),
+            None => id.to_string(),
+        }
+    }
+
+    /// The batch id stored under `key`, when it is this manager's: every
+    /// plain id with one partition, this partition's parts with several.
+    fn id_of_key(&self, key: &str) -> Option<String> {
+        match &self.spread {
+            Some(s) => s.id_of_key(key),
+            // A batch id never holds `.`: such keys are parts of
+            // partitioned batches, not batches of one partition.
+            None => (!key.contains('.')).then(|| key.to_string()),
         }
     }
 
@@ -96,13 +152,19 @@ impl BatchManager {
             .map_err(|e| BatchLoadError::Keys(Box::new(e)))?;
         let mut ids = Vec::new();
         while let Some(k) = keys.next().await {
-            ids.push(k.map_err(|e| BatchLoadError::Keys(Box::new(e)))?);
+            let key = k.map_err(|e| BatchLoadError::Keys(Box::new(e)))?;
+            if let Some(id) = self.id_of_key(&key) {
+                ids.push((id, key));
+            }
         }
-        for id in ids {
-            match self.kv.entry(&id).await {
+        for (id, key) in ids {
+            match self.kv.entry(&key).await {
                 Ok(Some(e)) if e.operation == kv::Operation::Put => {
                     match serde_json::from_slice::<BatchRecord>(&e.value) {
                         Ok(b) => {
+                            if let Some(s) = self.spread.as_mut() {
+                                s.loaded(&id);
+                            }
                             self.batches.insert(id, (b, Some(e.revision)));
                         }
                         Err(err) => {
@@ -125,10 +187,11 @@ impl BatchManager {
                 continue;
             };
             let body = Bytes::from(serde_json::to_vec(rec).expect("batch serialises"));
+            let key = self.kv_key(&id);
             // Either error only goes to the log: the batch stays dirty.
             let r: Result<u64, Box<dyn std::error::Error + Send + Sync>> = match rev {
-                Some(rev) => self.kv.update(&id, body, *rev).await.map_err(Into::into),
-                None => self.kv.create(&id, body).await.map_err(Into::into),
+                Some(rev) => self.kv.update(&key, body, *rev).await.map_err(Into::into),
+                None => self.kv.create(&key, body).await.map_err(Into::into),
             };
             match r {
                 Ok(new_rev) => {

@@ -14,7 +14,9 @@ use super::{latest_by_item, BatchManager, BatchPauseArgs};
 use crate::engine::Engine;
 use crate::workflow::{InFlightPolicy, PauseOutcome, PauseSpec, WorkflowState};
 
-fn valid_id(id: &str) -> Result<(), ApiError> {
+/// A batch id is 1..=200 of `A-Z a-z 0-9 - _ =` (never `.`: the parts of
+/// a batch spanning partitions are stored as `<id>.p<k>`).
+pub fn valid_id(id: &str) -> Result<(), ApiError> {
     let ok = !id.is_empty()
         && id.len() <= 200
         && id
@@ -43,6 +45,15 @@ pub fn batch_id_for_correlation(correlation_id: &str) -> String {
         })
         .collect();
     format!("corr-{clean}")
+}
+
+/// The reason a correlator's trigger gives its batch.
+pub fn trigger_reason(t: &BatchTrigger) -> String {
+    if t.root_cause.trim().is_empty() {
+        format!("correlated failures ({})", t.correlation_id)
+    } else {
+        t.root_cause.clone()
+    }
 }
 
 impl BatchManager {
@@ -105,11 +116,7 @@ impl BatchManager {
             None => batch_id_for_correlation(&t.correlation_id),
         };
         let targets = resolve_targets(&t.stock_ids, &[], engine);
-        let reason = if t.root_cause.trim().is_empty() {
-            format!("correlated failures ({})", t.correlation_id)
-        } else {
-            t.root_cause.clone()
-        };
+        let reason = trigger_reason(&t);
         self.add_and_pause(
             &batch_id,
             reason,
@@ -125,7 +132,7 @@ impl BatchManager {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn add_and_pause(
+    pub(super) fn add_and_pause(
         &mut self,
         batch_id: &str,
         reason: String,
@@ -270,7 +277,8 @@ impl BatchManager {
     }
 }
 
-fn resolve_targets(
+/// Each item's latest held workflow and each named workflow, by item, once.
+pub(super) fn resolve_targets(
     items: &[String],
     workflow_ids: &[String],
     engine: &Engine,

@@ -17,7 +17,7 @@ use crate::workflow::{InFlightPolicy, TaskRunState, WorkflowRecord, WorkflowStat
 
 /// Agent types a workflow needs right after its resume (its first ready
 /// tasks), or in flight if none.
-fn first_wave_agents(
+pub(super) fn first_wave_agents(
     rec: &WorkflowRecord,
     policy: InFlightPolicy,
     now: DateTime<Utc>,
@@ -37,7 +37,7 @@ fn first_wave_agents(
 }
 
 /// Agent types a running workflow currently occupies or waits for.
-fn busy_agents(rec: &WorkflowRecord) -> BTreeSet<String> {
+pub(super) fn busy_agents(rec: &WorkflowRecord) -> BTreeSet<String> {
     rec.tasks
         .values()
         .filter(|t| {
@@ -79,50 +79,12 @@ impl BatchManager {
                 let items = args
                     .items
                     .iter()
-                    .map(|item| {
-                        let rec = latest.get(item.as_str());
-                        let (state, error) = match rec.map(|r| r.state) {
-                            None => (
-                                ItemState::Failed,
-                                Some(format!("no workflow for item `{item}`")),
-                            ),
-                            Some(WorkflowState::Paused) => (ItemState::Paused, None),
-                            Some(WorkflowState::Pausing) => (ItemState::Pausing, None),
-                            Some(s) => (
-                                ItemState::Skipped,
-                                Some(format!("not paused: workflow {s}")),
-                            ),
-                        };
-                        BatchItem {
-                            item: item.clone(),
-                            workflow_id: rec.map(|r| r.workflow_id.clone()),
-                            state,
-                            error,
-                            paused_at: rec.and_then(|r| r.paused_at()),
-                            gate_timeout: rec
-                                .and_then(|r| r.pause.as_ref())
-                                .is_some_and(|p| p.is_gate_timeout()),
-                            resumed_from_pause: None,
-                        }
-                    })
+                    .map(|item| resume_item(item, latest.get(item.as_str()).copied()))
                     .collect();
                 self.batches.insert(
                     id.clone(),
                     (
-                        BatchRecord {
-                            schema_version: BATCH_SCHEMA_VERSION,
-                            batch_id: id.clone(),
-                            reason: "resume requested".into(),
-                            correlation_id: None,
-                            state: BatchState::Paused,
-                            max_concurrency: limit,
-                            concurrency_limit: limit,
-                            in_flight: args.in_flight,
-                            items,
-                            stop_reason: None,
-                            created_at: now,
-                            updated_at: now,
-                        },
+                        new_resume_batch(&id, items, limit, args.in_flight, now),
                         None,
                     ),
                 );
@@ -134,7 +96,22 @@ impl BatchManager {
                 ))
             }
         };
-        let b = &mut self.batches.get_mut(&batch_id).expect("present").0;
+        self.queue(&batch_id, limit, args.in_flight, now);
+        Ok(batch_id)
+    }
+
+    /// Queues the paused items of `batch_id` (present) for resuming; a
+    /// stopped batch is taken up again.
+    pub(super) fn queue(
+        &mut self,
+        batch_id: &str,
+        limit: u32,
+        in_flight: InFlightPolicy,
+        now: DateTime<Utc>,
+    ) {
+        let Some((b, _)) = self.batches.get_mut(batch_id) else {
+            return;
+        };
         if b.state == BatchState::Stopped {
             // A person resuming a stopped batch takes responsibility again.
             b.state = BatchState::Paused;
@@ -146,7 +123,7 @@ impl BatchManager {
             }
         }
         b.concurrency_limit = limit;
-        b.in_flight = args.in_flight;
+        b.in_flight = in_flight;
         for i in b.items.iter_mut() {
             if matches!(i.state, ItemState::Paused | ItemState::Pausing) {
                 i.state = ItemState::ResumeQueued;
@@ -154,8 +131,7 @@ impl BatchManager {
         }
         b.refresh_state();
         b.updated_at = now;
-        self.dirty.insert(batch_id.clone());
-        Ok(batch_id)
+        self.dirty.insert(batch_id.to_string());
     }
 
     /// Follows the workflows of every active batch and starts the resumes
@@ -186,18 +162,7 @@ impl BatchManager {
             }
             let before = b.clone();
             follow(b, engine);
-            if b.state == BatchState::Resuming && b.resume_should_stop(ratio) {
-                b.state = BatchState::Stopped;
-                b.stop_reason = Some(format!(
-                    "more than {:.0} % of the resumes failed",
-                    ratio * 100.0
-                ));
-                for i in b.items.iter_mut() {
-                    if i.state == ItemState::ResumeQueued {
-                        i.state = ItemState::Paused;
-                    }
-                }
-            }
+            stop_if_failing(b, ratio);
             if b.state != BatchState::Stopped {
                 let mut running = b
                     .items
@@ -265,8 +230,77 @@ impl BatchManager {
     }
 }
 
+/// The item of a new resume batch for `item`, whose latest workflow is
+/// `rec` (none: the item fails; not paused: skipped).
+pub(super) fn resume_item(item: &str, rec: Option<&WorkflowRecord>) -> BatchItem {
+    let (state, error) = match rec.map(|r| r.state) {
+        None => (
+            ItemState::Failed,
+            Some(format!("no workflow for item `{item}`")),
+        ),
+        Some(WorkflowState::Paused) => (ItemState::Paused, None),
+        Some(WorkflowState::Pausing) => (ItemState::Pausing, None),
+        Some(s) => (
+            ItemState::Skipped,
+            Some(format!("not paused: workflow {s}")),
+        ),
+    };
+    BatchItem {
+        item: item.to_string(),
+        workflow_id: rec.map(|r| r.workflow_id.clone()),
+        state,
+        error,
+        paused_at: rec.and_then(|r| r.paused_at()),
+        gate_timeout: rec
+            .and_then(|r| r.pause.as_ref())
+            .is_some_and(|p| p.is_gate_timeout()),
+        resumed_from_pause: None,
+    }
+}
+
+/// A new batch made by a resume of items.
+pub(super) fn new_resume_batch(
+    id: &str,
+    items: Vec<BatchItem>,
+    limit: u32,
+    in_flight: InFlightPolicy,
+    now: DateTime<Utc>,
+) -> BatchRecord {
+    BatchRecord {
+        schema_version: BATCH_SCHEMA_VERSION,
+        batch_id: id.to_string(),
+        reason: "resume requested".into(),
+        correlation_id: None,
+        state: BatchState::Paused,
+        max_concurrency: limit,
+        concurrency_limit: limit,
+        in_flight,
+        items,
+        stop_reason: None,
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+/// Stops a resuming batch when more than `ratio` of its resumes failed;
+/// items still queued go back to paused.
+pub(super) fn stop_if_failing(b: &mut BatchRecord, ratio: f64) {
+    if b.state == BatchState::Resuming && b.resume_should_stop(ratio) {
+        b.state = BatchState::Stopped;
+        b.stop_reason = Some(format!(
+            "more than {:.0} % of the resumes failed",
+            ratio * 100.0
+        ));
+        for i in b.items.iter_mut() {
+            if i.state == ItemState::ResumeQueued {
+                i.state = ItemState::Paused;
+            }
+        }
+    }
+}
+
 /// Updates items from their workflows.
-fn follow(b: &mut BatchRecord, engine: &Engine) {
+pub(super) fn follow(b: &mut BatchRecord, engine: &Engine) {
     for i in b.items.iter_mut() {
         let Some(rec) = i.workflow_id.as_deref().and_then(|id| engine.get(id)) else {
             continue;

@@ -1,0 +1,248 @@
+//! Batches that span partitions: each partition's manager drives its part
+//! of a batch, and the batch's concurrency limit stays one number over
+//! every part through its running slots in Redis
+//! ([`caucus_shared::redis::BatchSlots`]): a part resumes a workflow only
+//! once it took a slot, and gives the slot back when the workflow
+//! finishes, fails or pauses again (or its resume was refused).
+//!
+//! What this part holds in Redis is made to match its items (the
+//! `Resuming` ones) whenever they differ, and once right after the part
+//! was loaded (a takeover: the previous owner may have been stopped
+//! between a change and its release), so no slot outlives its run.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+
+use caucus_shared::redis::BatchSlots;
+
+use super::logic::{capacity_blocker, BatchRecord, BatchState, ItemState};
+use super::resume::{busy_agents, first_wave_agents, follow, stop_if_failing};
+use super::BatchManager;
+use crate::engine::Engine;
+use crate::runtime::partition::Partition;
+use crate::workflow::WorkflowState;
+
+/// One partition's share of the batches' running slots.
+pub struct Spread {
+    part: Partition,
+    slots: BatchSlots,
+    /// Per batch, the workflows this part holds a slot for, as Redis has
+    /// them (as far as this part knows).
+    held: HashMap<String, BTreeSet<String>>,
+    /// Batches whose slots in Redis are unknown (just loaded, or a call
+    /// failed): synced at the next drive.
+    unsynced: BTreeSet<String>,
+}
+
+impl Spread {
+    /// Partition `part`'s share, over `slots`.
+    pub fn new(part: Partition, slots: BatchSlots) -> Self {
+        Spread {
+            part,
+            slots,
+            held: HashMap::new(),
+            unsynced: BTreeSet::new(),
+        }
+    }
+
+    /// The KV key of this partition's part of batch `id`.
+    pub fn kv_key(&self, id: &str) -> String {
+        format!("{id}.p{}", self.part.index)
+    }
+
+    /// The batch whose part (of this partition) is stored under `key`.
+    pub fn id_of_key(&self, key: &str) -> Option<String> {
+        let (id, p) = key.rsplit_once(".p")?;
+        (p.parse::<u32>().ok()? == self.part.index && !id.contains('.')).then(|| id.to_string())
+    }
+
+    /// A part was loaded from the store: its slots are checked first.
+    pub fn loaded(&mut self, id: &str) {
+        self.unsynced.insert(id.to_string());
+    }
+
+    /// Makes this part's slots of `id` the `Resuming` items of `b`, when
+    /// they differ from what Redis is known to hold.
+    async fn sync(&mut self, id: &str, b: &BatchRecord) {
+        let running: BTreeSet<String> = b
+            .items
+            .iter()
+            .filter(|i| i.state == ItemState::Resuming)
+            .filter_map(|i| i.workflow_id.clone())
+            .collect();
+        let held = self.held.get(id);
+        if !self.unsynced.contains(id) && held.map_or(running.is_empty(), |h| *h == running) {
+            return;
+        }
+        // Every other workflow of the part, and any held one no longer
+        // among its items, gives its slot back.
+        let released: Vec<String> = b
+            .items
+            .iter()
+            .filter_map(|i| i.workflow_id.clone())
+            .chain(held.into_iter().flatten().cloned())
+            .filter(|w| !running.contains(w))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let keep: Vec<String> = running.iter().cloned().collect();
+        match self.slots.sync(id, self.part.index, &released, &keep).await {
+            Ok(n) => {
+                tracing::debug!(batch_id = %id, partition = self.part.index, running = n, "batch slots synced");
+                self.unsynced.remove(id);
+                if running.is_empty() {
+                    self.held.remove(id);
+                } else {
+                    self.held.insert(id.to_string(), running);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(batch_id = %id, error = %e, "cannot sync the batch's running slots; will retry");
+                self.unsynced.insert(id.to_string());
+            }
+        }
+    }
+
+    /// Takes a slot of batch `id` for `workflow_id` within `limit`.
+    async fn acquire(&mut self, id: &str, workflow_id: &str, limit: u32) -> bool {
+        match self
+            .slots
+            .acquire(id, workflow_id, limit, self.part.index)
+            .await
+        {
+            Ok(true) => {
+                self.held
+                    .entry(id.to_string())
+                    .or_default()
+                    .insert(workflow_id.to_string());
+                true
+            }
+            Ok(false) => false,
+            Err(e) => {
+                // It may have been taken before the answer was lost: the
+                // next sync gives it back unless the workflow runs.
+                tracing::warn!(batch_id = %id, workflow_id, error = %e, "cannot take a batch slot; will retry");
+                self.unsynced.insert(id.to_string());
+                false
+            }
+        }
+    }
+}
+
+impl BatchManager {
+    /// [`BatchManager::drive`] for a part of a batch spanning partitions:
+    /// the same order, failure rule and capacity rule over this part's
+    /// workflows, but a workflow resumes only once it took one of the
+    /// batch's running slots in Redis (the limit over every part). Returns
+    /// the workflows resumed.
+    pub async fn drive_spread(
+        &mut self,
+        engine: &mut Engine,
+        capacity: &HashMap<String, usize>,
+        dirty: &mut HashSet<String>,
+        now: DateTime<Utc>,
+    ) -> Vec<String> {
+        let Some(mut spread) = self.spread.take() else {
+            return Vec::new();
+        };
+        let mut resumed = Vec::new();
+        let ratio = self.ratio;
+        let mut active: HashMap<String, usize> = HashMap::new();
+        for (b, _) in self.batches.values() {
+            for i in b.items.iter().filter(|i| i.state == ItemState::Resuming) {
+                if let Some(r) = i.workflow_id.as_deref().and_then(|id| engine.get(id)) {
+                    for a in busy_agents(r) {
+                        *active.entry(a).or_default() += 1;
+                    }
+                }
+            }
+        }
+        for (id, (b, _)) in self.batches.iter_mut() {
+            // A completed part has nothing to follow, but may still hold
+            // slots (a release that failed, or a takeover).
+            let completed = b.state == BatchState::Completed;
+            if completed && !spread.held.contains_key(id) && !spread.unsynced.contains(id) {
+                continue;
+            }
+            let before = b.clone();
+            if !completed {
+                follow(b, engine);
+                stop_if_failing(b, ratio);
+            }
+            spread.sync(id, b).await;
+            if !completed && b.state != BatchState::Stopped {
+                let mut running = b
+                    .items
+                    .iter()
+                    .filter(|i| i.state == ItemState::Resuming)
+                    .count();
+                for idx in b.resume_order() {
+                    // This part alone already fills the limit.
+                    if running >= b.concurrency_limit as usize {
+                        break;
+                    }
+                    let Some(wf) = b.items[idx].workflow_id.clone() else {
+                        continue;
+                    };
+                    let Some(rec) = engine.get(&wf) else {
+                        b.items[idx].state = ItemState::ResumeFailed;
+                        b.items[idx].error = Some(format!("workflow {wf} is not held"));
+                        continue;
+                    };
+                    match rec.state {
+                        WorkflowState::Pausing => break, // keep the order: wait for it
+                        WorkflowState::Paused => {}
+                        s => {
+                            b.items[idx].state = if s == WorkflowState::Completed {
+                                ItemState::Resumed
+                            } else {
+                                ItemState::Resuming
+                            };
+                            continue;
+                        }
+                    }
+                    let needs = first_wave_agents(rec, b.in_flight, now);
+                    if let Some(full) = capacity_blocker(&needs, &active, capacity) {
+                        tracing::debug!(batch_id = %id, workflow_id = %wf, agent_type = %full, "resume waits for capacity");
+                        break;
+                    }
+                    if !spread.acquire(id, &wf, b.concurrency_limit).await {
+                        tracing::debug!(batch_id = %id, workflow_id = %wf, "resume waits for a batch slot");
+                        break;
+                    }
+                    let rec = engine.get(&wf).expect("checked above");
+                    let seq = rec.pause.as_ref().map(|p| p.seq);
+                    let plan = rec.resume_plan(b.in_flight, now);
+                    match engine.resume(&wf, &plan, now) {
+                        Some(Ok(_)) => {
+                            b.items[idx].state = ItemState::Resuming;
+                            b.items[idx].resumed_from_pause = seq;
+                            dirty.insert(wf.clone());
+                            resumed.push(wf.clone());
+                            running += 1;
+                            for a in needs {
+                                *active.entry(a).or_default() += 1;
+                            }
+                        }
+                        // The slot goes back at the next sync.
+                        Some(Err(e)) => {
+                            b.items[idx].state = ItemState::ResumeFailed;
+                            b.items[idx].error = Some(e.to_string());
+                        }
+                        None => {}
+                    }
+                }
+                // Slots of resumes refused just now go back at once.
+                spread.sync(id, b).await;
+            }
+            b.refresh_state();
+            if *b != before {
+                b.updated_at = now;
+                self.dirty.insert(id.clone());
+            }
+        }
+        self.spread = Some(spread);
+        resumed
+    }
+}

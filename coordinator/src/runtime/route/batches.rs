@@ -1,0 +1,386 @@
+//! Batches with several partitions: a batch's workflows may be in every
+//! partition, so each partition's owner holds its part of the batch (same
+//! batch id) and runs the logic of one partition on it, while the
+//! concurrency limit stays one number over the parts (running slots in
+//! Redis, `batch/spread.rs`).
+//!
+//! - `batch_pause` and the correlator's `batch_trigger`: the items are
+//!   resolved to their latest workflow over every partition (as `pause`
+//!   by item does), and each owner is sent its workflows (the internal
+//!   operation `batch_part_pause`); items no partition holds a workflow
+//!   of go to partition 0's part, where they fail as with one partition.
+//!   The reply is the merged status.
+//! - `batch_resume` of a batch: every partition's part is resumed; of
+//!   items: a new batch, split as a pause is (`batch_part_resume`).
+//! - `batch_status`: every part, merged; `not_found` only when no
+//!   partition holds a part.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use caucus_shared::api::coordinator::control::{
+    BatchPauseRequest, BatchResume, BatchResumeRequest, BatchState, BatchStatus, BatchStatusReply,
+    BatchStatusRequest,
+};
+use caucus_shared::api::{Operation, CODE_NOT_FOUND};
+use caucus_shared::messages::BatchTrigger;
+use caucus_shared::nats::ApiError;
+
+use super::{by_item, Router};
+use crate::runtime::batch::{
+    batch_id_for_correlation, trigger_reason, valid_id, PartPause, PartResume,
+};
+use crate::runtime::control::{ControlOp, ControlReply};
+use crate::runtime::control_api::call;
+
+/// The internal operation each owner answers: its share of a batch pause
+/// or trigger (never in the catalog: only coordinators send it).
+pub struct BatchPartPause;
+
+impl Operation for BatchPartPause {
+    const SERVICE: &'static str = "coordinator";
+    const NAME: &'static str = "batch_part_pause";
+    const SUMMARY: &'static str = "a partition's share of a batch pause (internal)";
+    const ERRORS: &'static [&'static str] = &[];
+    type Request = PartPause;
+    type Reply = BatchStatusReply;
+}
+
+/// The internal operation each owner answers: its share of a resume of
+/// items (never in the catalog).
+pub struct BatchPartResume;
+
+impl Operation for BatchPartResume {
+    const SERVICE: &'static str = "coordinator";
+    const NAME: &'static str = "batch_part_resume";
+    const SUMMARY: &'static str = "a partition's share of a batch resume (internal)";
+    const ERRORS: &'static [&'static str] = &[];
+    type Request = PartResume;
+    type Reply = BatchStatusReply;
+}
+
+fn batch_of(r: ControlReply) -> Option<BatchStatusReply> {
+    match r {
+        ControlReply::Batch(b) => Some(b),
+        _ => None,
+    }
+}
+
+/// Makes the internal operations answerable by this instance's schedulers.
+pub fn register(router: &Router) {
+    router.register::<BatchPartPause, _, _>(|h, p| async move {
+        call::<BatchPartPause>(ControlOp::PartPause(p), batch_of, || Ok(h)).await
+    });
+    router.register::<BatchPartResume, _, _>(|h, p| async move {
+        call::<BatchPartResume>(ControlOp::PartResume(p), batch_of, || Ok(h)).await
+    });
+}
+
+/// Each item (once, in order) with its latest workflow over every
+/// partition, or none.
+async fn resolve(
+    router: &Router,
+    items: &[String],
+) -> Result<Vec<(String, Option<String>)>, ApiError> {
+    let mut seen = BTreeSet::new();
+    let items: Vec<&String> = items.iter().filter(|i| seen.insert(*i)).collect();
+    let found = futures::future::join_all(items.iter().map(|i| by_item::latest(router, i))).await;
+    items
+        .into_iter()
+        .zip(found)
+        .map(|(item, r)| match r {
+            Ok(wf) => Ok((item.clone(), Some(wf))),
+            Err(e) if e.code == CODE_NOT_FOUND => Ok((item.clone(), None)),
+            Err(e) => Err(e),
+        })
+        .collect()
+}
+
+/// `targets` by owning partition; those without a workflow go to
+/// partition 0.
+fn by_partition<T>(
+    router: &Router,
+    targets: Vec<(String, Option<String>)>,
+    mut add: impl FnMut(&mut T, String, Option<String>),
+) -> BTreeMap<u32, T>
+where
+    T: Default,
+{
+    let mut parts: BTreeMap<u32, T> = BTreeMap::new();
+    for (item, wf) in targets {
+        let p = wf.as_deref().map_or(0, |w| router.partition_of(w));
+        add(parts.entry(p).or_default(), item, wf);
+    }
+    parts
+}
+
+/// Runs every part's pause, then answers the whole batch's status.
+async fn pause_parts(
+    router: &Router,
+    batch_id: &str,
+    template: PartPause,
+    targets: Vec<(String, Option<String>)>,
+    workflow_ids: &[String],
+) -> Result<BatchStatusReply, ApiError> {
+    let mut parts = by_partition::<PartPause>(router, targets, |p, item, wf| match wf {
+        Some(w) => p.workflow_ids.push(w),
+        None => p.items.push(item),
+    });
+    for w in workflow_ids {
+        let part = parts.entry(router.partition_of(w)).or_default();
+        if !part.workflow_ids.contains(w) {
+            part.workflow_ids.push(w.clone());
+        }
+    }
+    let calls = parts.into_iter().map(|(p, mut part)| {
+        let t = template.clone();
+        part.batch_id = t.batch_id;
+        part.reason = t.reason;
+        part.correlation_id = t.correlation_id;
+        part.max_concurrency = t.max_concurrency;
+        part.correlator = t.correlator;
+        async move { router.call::<BatchPartPause>(p, &part).await }
+    });
+    for r in futures::future::join_all(calls).await {
+        r?;
+    }
+    status(
+        router,
+        BatchStatusRequest {
+            batch_id: batch_id.to_string(),
+        },
+    )
+    .await
+}
+
+/// `batch_pause` with several partitions.
+pub async fn pause(router: &Router, req: BatchPauseRequest) -> Result<BatchStatusReply, ApiError> {
+    if req.items.is_empty() && req.workflow_ids.is_empty() {
+        return Err(ApiError::bad_request(
+            "name the `items` or `workflow_ids` to pause",
+        ));
+    }
+    if req.max_concurrency == Some(0) {
+        return Err(ApiError::bad_request("max_concurrency must be at least 1"));
+    }
+    let batch_id = match req.batch_id {
+        Some(id) => {
+            valid_id(&id)?;
+            id
+        }
+        None => uuid::Uuid::now_v7().to_string(),
+    };
+    let targets = resolve(router, &req.items).await?;
+    let template = PartPause {
+        batch_id: batch_id.clone(),
+        reason: req
+            .reason
+            .unwrap_or_else(|| "batch pause requested".to_string()),
+        correlation_id: req.correlation_id,
+        max_concurrency: req.max_concurrency,
+        correlator: false,
+        ..PartPause::default()
+    };
+    pause_parts(router, &batch_id, template, targets, &req.workflow_ids).await
+}
+
+/// A correlator's `batch_trigger` with several partitions: one batch per
+/// correlation, as with one.
+pub async fn trigger(router: &Router, t: BatchTrigger) -> Result<BatchStatusReply, ApiError> {
+    let batch_id = match &t.batch_id {
+        Some(id) => {
+            valid_id(id)?;
+            id.clone()
+        }
+        None => batch_id_for_correlation(&t.correlation_id),
+    };
+    let targets = resolve(router, &t.stock_ids).await?;
+    let template = PartPause {
+        batch_id: batch_id.clone(),
+        reason: trigger_reason(&t),
+        correlation_id: Some(t.correlation_id.clone()),
+        max_concurrency: None,
+        correlator: true,
+        ..PartPause::default()
+    };
+    pause_parts(router, &batch_id, template, targets, &[]).await
+}
+
+/// `batch_resume` with several partitions.
+pub async fn resume(
+    router: &Router,
+    req: BatchResumeRequest,
+) -> Result<BatchStatusReply, ApiError> {
+    if req.concurrency_limit == Some(0) {
+        return Err(ApiError::bad_request(
+            "concurrency_limit must be at least 1",
+        ));
+    }
+    match (&req.batch_id, req.items.is_empty()) {
+        (Some(id), _) => {
+            let parts = every_part::<BatchResume>(router, &req).await?;
+            merge(parts).ok_or_else(|| ApiError::not_found(format!("no batch `{id}`")))
+        }
+        (None, false) => {
+            let batch_id = format!("resume-{}", uuid::Uuid::now_v7());
+            let targets = resolve(router, &req.items).await?;
+            let parts = by_partition::<PartResume>(router, targets, |p, item, wf| {
+                p.targets.push((item, wf))
+            });
+            let calls = parts.into_iter().map(|(p, mut part)| {
+                part.batch_id = batch_id.clone();
+                part.concurrency_limit = req.concurrency_limit;
+                part.in_flight = req.in_flight;
+                async move { router.call::<BatchPartResume>(p, &part).await }
+            });
+            let parts = futures::future::join_all(calls)
+                .await
+                .into_iter()
+                .collect::<Result<Vec<_>, _>>()?;
+            merge(parts).ok_or_else(|| ApiError::internal("a resume of items made no part"))
+        }
+        (None, true) => Err(ApiError::bad_request(
+            "name a `batch_id` or the `items` to resume",
+        )),
+    }
+}
+
+/// `batch_status` with several partitions: every part, merged.
+pub async fn status(
+    router: &Router,
+    req: BatchStatusRequest,
+) -> Result<BatchStatusReply, ApiError> {
+    let parts = every_part::<BatchStatus>(router, &req).await?;
+    merge(parts).ok_or_else(|| ApiError::not_found(format!("no batch `{}`", req.batch_id)))
+}
+
+/// `O` on every partition, in partition order; a partition without a part
+/// of the batch (`not_found`) is left out, any other error fails all.
+async fn every_part<O: Operation>(
+    router: &Router,
+    req: &O::Request,
+) -> Result<Vec<O::Reply>, ApiError> {
+    let calls = (0..router.schedulers().count()).map(|p| router.call::<O>(p, req));
+    let mut parts = Vec::new();
+    for r in futures::future::join_all(calls).await {
+        match r {
+            Ok(reply) => parts.push(reply),
+            Err(e) if e.code == CODE_NOT_FOUND => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(parts)
+}
+
+/// One batch's status from its parts' (in partition order): counts
+/// summed, items in partition order, the state of the batch as a whole
+/// (stopped when a part stopped, else resuming, pausing, paused while a
+/// part is, else completed). `None` without parts.
+pub fn merge(parts: Vec<BatchStatusReply>) -> Option<BatchStatusReply> {
+    let mut parts = parts.into_iter();
+    let mut all = parts.next()?;
+    let mut states = vec![all.state];
+    for p in parts {
+        states.push(p.state);
+        all.total += p.total;
+        all.paused += p.paused;
+        all.resumed += p.resumed;
+        all.failed += p.failed;
+        all.skipped += p.skipped;
+        all.max_concurrency = all.max_concurrency.max(p.max_concurrency);
+        all.concurrency_limit = all.concurrency_limit.max(p.concurrency_limit);
+        all.correlation_id = all.correlation_id.or(p.correlation_id);
+        all.stop_reason = all.stop_reason.or(p.stop_reason);
+        all.created_at = all.created_at.min(p.created_at);
+        all.updated_at = all.updated_at.max(p.updated_at);
+        all.items.extend(p.items);
+    }
+    let order = [
+        BatchState::Stopped,
+        BatchState::Resuming,
+        BatchState::Pausing,
+        BatchState::Paused,
+    ];
+    all.state = order
+        .into_iter()
+        .find(|s| states.contains(s))
+        .unwrap_or(BatchState::Completed);
+    Some(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use caucus_shared::api::coordinator::control::{BatchItem, ItemState};
+    use chrono::{TimeZone, Utc};
+
+    fn part(state: BatchState, items: &[(&str, ItemState)], minute: u32) -> BatchStatusReply {
+        let at = Utc.with_ymd_and_hms(2026, 11, 26, 12, minute, 0).unwrap();
+        let items: Vec<BatchItem> = items
+            .iter()
+            .map(|(i, s)| BatchItem {
+                item: i.to_string(),
+                workflow_id: Some(format!("wf-{i}")),
+                state: *s,
+                error: None,
+                paused_at: None,
+                gate_timeout: false,
+                resumed_from_pause: None,
+            })
+            .collect();
+        let count = |f: fn(&ItemState) -> bool| items.iter().filter(|i| f(&i.state)).count();
+        BatchStatusReply {
+            batch_id: "b".into(),
+            state,
+            reason: "r".into(),
+            correlation_id: None,
+            total: items.len(),
+            paused: count(|s| matches!(s, ItemState::Paused | ItemState::ResumeQueued)),
+            resumed: count(|s| matches!(s, ItemState::Resuming | ItemState::Resumed)),
+            failed: count(|s| matches!(s, ItemState::Failed)),
+            skipped: 0,
+            max_concurrency: 2,
+            concurrency_limit: 2,
+            stop_reason: None,
+            items,
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    #[test]
+    fn parts_merge_into_one_batch() {
+        assert!(merge(vec![]).is_none());
+        let m = merge(vec![
+            part(BatchState::Completed, &[("A", ItemState::Resumed)], 5),
+            part(
+                BatchState::Resuming,
+                &[("B", ItemState::ResumeQueued), ("C", ItemState::Resuming)],
+                1,
+            ),
+            part(BatchState::Paused, &[("D", ItemState::Failed)], 9),
+        ])
+        .expect("parts");
+        assert_eq!(m.state, BatchState::Resuming, "a part still resuming");
+        assert_eq!(
+            (m.total, m.paused, m.resumed, m.failed),
+            (4, 1, 2, 1),
+            "counts summed"
+        );
+        let items: Vec<&str> = m.items.iter().map(|i| i.item.as_str()).collect();
+        assert_eq!(items, ["A", "B", "C", "D"]);
+        assert_eq!(m.created_at.format("%M").to_string(), "01");
+        assert_eq!(m.updated_at.format("%M").to_string(), "09");
+        let done = merge(vec![
+            part(BatchState::Completed, &[], 1),
+            part(BatchState::Paused, &[], 1),
+        ])
+        .expect("parts");
+        assert_eq!(done.state, BatchState::Paused);
+        let stopped = merge(vec![
+            part(BatchState::Resuming, &[], 1),
+            part(BatchState::Stopped, &[], 1),
+        ])
+        .expect("parts");
+        assert_eq!(stopped.state, BatchState::Stopped);
+    }
+}
