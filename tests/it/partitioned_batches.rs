@@ -1,0 +1,290 @@
+//! Batches with partitioned coordinators (docs/PARTITIONS.md, "Batches")
+//! on real processes: two coordinators sharing 4 partitions (2/2) on one
+//! NATS server and one Redis. A `batch_pause` over items whose workflows
+//! both coordinators own pauses every one; `batch_status` answers the
+//! whole batch whichever coordinator is asked; `batch_resume` with a
+//! concurrency limit of 2 never has more than 2 of the batch's workflows
+//! resumed and unfinished at once, over every partition, and all finish;
+//! the batch's running slots are gone from Redis afterwards. A
+//! correlator's `batch_trigger` and a `batch_pause_request` on the control
+//! stream are applied (not dead-lettered) and show in `batch_status`.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use caucus_harness::{Service, Stack};
+use serde_json::{json, Value};
+
+use crate::common::{
+    call, coordinator, eventually, instance_id, peak_concurrency, pipeline, publish_envelope,
+    stream_messages, task_events, worker, Api,
+};
+
+const PARTITIONS: u32 = 4;
+/// Items per batch: the chance that one coordinator owns every workflow
+/// is 2 × 2⁻¹⁶.
+const ITEMS: usize = 16;
+
+/// Two coordinators holding 2 partitions each, the API client, and each
+/// partition's owner.
+struct Two {
+    stack: Stack,
+    _c: [Service; 2],
+    api: Api,
+    owner: Vec<String>,
+}
+
+impl Two {
+    async fn start() -> Two {
+        let stack = Stack::start();
+        let env = [("CAUCUS_COORDINATOR_PARTITIONS", "4")];
+        let c1 = coordinator(&stack, &env);
+        let c2 = coordinator(&stack, &env);
+        let ids = [instance_id(&c1), instance_id(&c2)];
+        let api = Api::connect(&stack).await;
+        let owner = eventually("a 2/2 split", Duration::from_secs(30), || async {
+            let v = call(&api, "partitions", json!({})).await.ok()?;
+            let owners: Vec<String> = (0..PARTITIONS)
+                .map(|p| {
+                    v["partitions"][p.to_string()]["owner"]
+                        .as_str()
+                        .map(String::from)
+                })
+                .collect::<Option<_>>()?;
+            let split = ids
+                .iter()
+                .all(|id| owners.iter().filter(|o| *o == id).count() == 2);
+            split.then_some(owners)
+        })
+        .await;
+        Two {
+            stack,
+            _c: [c1, c2],
+            api,
+            owner,
+        }
+    }
+
+    /// The coordinators owning `ids`.
+    fn owners(&self, ids: &[String]) -> BTreeSet<&str> {
+        ids.iter()
+            .map(|w| self.owner[caucus_shared::partition::of(w, PARTITIONS) as usize].as_str())
+            .collect()
+    }
+}
+
+/// `batch_status` of `batch_id`, asked `times` times (the API queue group
+/// picks either coordinator): every answer must be the same.
+async fn status_everywhere(api: &Api, batch_id: &str, times: usize) -> Value {
+    let mut first: Option<Value> = None;
+    for _ in 0..times {
+        let s = call(api, "batch_status", json!({"batch_id": batch_id}))
+            .await
+            .unwrap_or_else(|e| panic!("batch_status {batch_id}: {e:?}"));
+        match &first {
+            None => first = Some(s),
+            Some(f) => assert_eq!(&s, f, "two coordinators disagree"),
+        }
+    }
+    first.expect("asked")
+}
+
+fn states(ws: &[Value]) -> Vec<String> {
+    ws.iter()
+        .map(|w| w["state"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_spans_the_partitions_and_its_limit_is_one_number() {
+    let two = Two::start().await;
+    let api = &two.api;
+    // No worker for `slowb` yet: the workflows wait, nothing in flight.
+    let p = pipeline("slowp", json!([{"name": "work", "agent": "slowb"}]));
+    let items: Vec<String> = (0..ITEMS).map(|i| format!("BI{i}")).collect();
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+    let ids = api.submit(&refs, p, 10).await;
+    assert_eq!(
+        two.owners(&ids).len(),
+        2,
+        "every workflow on one coordinator"
+    );
+
+    let r = call(
+        api,
+        "batch_pause",
+        json!({"items": items, "batch_id": "pb-1", "reason": "vendor down"}),
+    )
+    .await
+    .expect("batch_pause");
+    assert_eq!(r["batch_id"], "pb-1", "{r}");
+    assert_eq!(
+        (r["total"].clone(), r["paused"].clone()),
+        (json!(ITEMS), json!(ITEMS)),
+        "{r}"
+    );
+    let paused = eventually("all paused", Duration::from_secs(20), || async {
+        let ws = api.status(&ids).await;
+        ws.iter().all(|w| w["state"] == "paused").then_some(ws)
+    })
+    .await;
+    for w in &paused {
+        assert_eq!(w["pause"]["batch_id"], "pb-1", "{w}");
+        assert_eq!(w["pause"]["reason"], "vendor down", "{w}");
+    }
+    let st = status_everywhere(api, "pb-1", 8).await;
+    assert_eq!(st["state"], "paused", "{st}");
+    let listed: BTreeSet<String> = st["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| i["workflow_id"].as_str().expect("a workflow").to_string())
+        .collect();
+    assert_eq!(listed, ids.iter().cloned().collect(), "{st}");
+    let e = call(api, "batch_status", json!({"batch_id": "nope"}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, "not_found", "{e:?}");
+
+    // Slots enough for every partition's share to run 2 at once: only
+    // the batch's limit can keep the whole batch at 2.
+    let _w = worker(&two.stack, "slowb", 8, "sleep:500", &[]);
+    let r = call(
+        api,
+        "batch_resume",
+        json!({"batch_id": "pb-1", "concurrency_limit": 2}),
+    )
+    .await
+    .expect("batch_resume");
+    assert_eq!(r["total"], ITEMS, "{r}");
+    assert_eq!(r["concurrency_limit"], 2, "{r}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut peak = 0;
+    loop {
+        let ws = api.status(&ids).await;
+        let unfinished = ws
+            .iter()
+            .filter(|w| !matches!(w["state"].as_str(), Some("paused" | "completed")))
+            .count();
+        peak = peak.max(unfinished);
+        assert!(
+            unfinished <= 2,
+            "{unfinished} resumed and unfinished: {:?}",
+            states(&ws)
+        );
+        if ws.iter().all(|w| w["state"] == "completed") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not all completed: {:?}",
+            states(&ws)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(peak >= 1, "never saw one running");
+    let events = task_events(&api.nats).await;
+    let ran = peak_concurrency(&events, "slowb");
+    assert!(ran <= 2, "{ran} batch workflows ran at once");
+    assert_eq!(ran, 2, "the limit was used");
+    let st = eventually("the batch completed", Duration::from_secs(20), || async {
+        let s = call(api, "batch_status", json!({"batch_id": "pb-1"}))
+            .await
+            .ok()?;
+        (s["state"] == "completed").then_some(s)
+    })
+    .await;
+    assert_eq!(
+        (st["resumed"].clone(), st["failed"].clone()),
+        (json!(ITEMS), json!(0)),
+        "{st}"
+    );
+    let left = eventually(
+        "the running slots released",
+        Duration::from_secs(10),
+        || async {
+            let n = two.stack.redis.command("HLEN caucus:{batch:pb-1}:running");
+            (n.trim() == ":0").then_some(n)
+        },
+    )
+    .await;
+    assert_eq!(left.trim(), ":0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_batch_messages_are_applied_across_the_partitions() {
+    let two = Two::start().await;
+    let api = &two.api;
+    let p = pipeline("idlep", json!([{"name": "work", "agent": "idle"}]));
+    let items: Vec<String> = (0..ITEMS).map(|i| format!("CB{i}")).collect();
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+    let ids = api.submit(&refs, p, 10).await;
+    assert_eq!(
+        two.owners(&ids).len(),
+        2,
+        "every workflow on one coordinator"
+    );
+
+    // The correlator names 5 items, then all of them (one batch per
+    // correlation); an unknown item fails in the batch, as with one
+    // partition.
+    let trigger = |named: &[String]| {
+        json!({"message_type": "batch_trigger", "from_agent": "correlator",
+               "content": {"stock_ids": named, "root_cause": "koyfin API quota exceeded",
+                           "correlation_id": "c-part"}})
+    };
+    publish_envelope(api, "caucus.control.batch_trigger", trigger(&items[..5])).await;
+    let mut all = items.clone();
+    all.push("NOPE".into());
+    publish_envelope(api, "caucus.control.batch_trigger", trigger(&all)).await;
+    let st = eventually(
+        "the batch to hold every item",
+        Duration::from_secs(30),
+        || async {
+            let s = call(api, "batch_status", json!({"batch_id": "corr-c-part"}))
+                .await
+                .ok()?;
+            (s["total"] == ITEMS + 1).then_some(s)
+        },
+    )
+    .await;
+    assert_eq!(
+        (st["paused"].clone(), st["failed"].clone()),
+        (json!(ITEMS), json!(1)),
+        "{st}"
+    );
+    assert_eq!(st["correlation_id"], "c-part", "{st}");
+    assert_eq!(st["reason"], "koyfin API quota exceeded", "{st}");
+    let ws = api.status(&ids).await;
+    for w in &ws {
+        assert_eq!(w["state"], "paused", "{w}");
+        assert_eq!(w["pause"]["batch_id"], "corr-c-part", "{w}");
+        assert_eq!(w["pause"]["trigger_source"], "correlator", "{w}");
+    }
+    assert_eq!(status_everywhere(api, "corr-c-part", 6).await, st);
+
+    // A person's batch pause request by message, into a new batch: the
+    // items are paused already, and linked to it.
+    publish_envelope(
+        api,
+        "caucus.control.batch_pause_request",
+        json!({"message_type": "batch_pause_request", "from_agent": "ops",
+               "content": {"stock_ids": &items[..4], "reason": "ops hold",
+                           "batch_id": "ops-1", "max_concurrency": 2}}),
+    )
+    .await;
+    let st = eventually("the ops batch", Duration::from_secs(30), || async {
+        let s = call(api, "batch_status", json!({"batch_id": "ops-1"}))
+            .await
+            .ok()?;
+        (s["total"] == 4).then_some(s)
+    })
+    .await;
+    assert_eq!(st["paused"], 4, "{st}");
+    let dlq = stream_messages(&api.nats, "CAUCUS_DLQ", "caucus.dlq.>").await;
+    let dead: Vec<(&str, Option<&str>)> = dlq
+        .iter()
+        .map(|d| (d.subject.as_str(), d.dlq_code.as_deref()))
+        .collect();
+    assert!(dead.is_empty(), "dead-lettered: {dead:?}");
+}
