@@ -44,6 +44,7 @@ mod otlp_metrics;
 mod outside_messages;
 mod partitioned;
 mod partitioned_api;
+mod partitioned_batches;
 mod partitions_api;
 mod patterns;
 mod pause_resume;
