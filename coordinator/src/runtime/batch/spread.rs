@@ -23,6 +23,18 @@ use crate::engine::Engine;
 use crate::runtime::partition::Partition;
 use crate::workflow::WorkflowState;
 
+/// `<id>.p<partition>`: where partition `p`'s part of batch `id` is stored.
+fn part_key(id: &str, p: u32) -> String {
+    format!("{id}.p{p}")
+}
+
+/// The batch whose part of partition `p` is stored under `key`; `None`
+/// for another partition's part or a batch of one partition.
+fn batch_of_key(key: &str, p: u32) -> Option<String> {
+    let (id, of) = key.rsplit_once(".p")?;
+    (of.parse::<u32>().ok()? == p && !id.contains('.')).then(|| id.to_string())
+}
+
 /// One partition's share of the batches' running slots.
 pub struct Spread {
     part: Partition,
@@ -48,13 +60,12 @@ impl Spread {
 
     /// The KV key of this partition's part of batch `id`.
     pub fn kv_key(&self, id: &str) -> String {
-        format!("{id}.p{}", self.part.index)
+        part_key(id, self.part.index)
     }
 
     /// The batch whose part (of this partition) is stored under `key`.
     pub fn id_of_key(&self, key: &str) -> Option<String> {
-        let (id, p) = key.rsplit_once(".p")?;
-        (p.parse::<u32>().ok()? == self.part.index && !id.contains('.')).then(|| id.to_string())
+        batch_of_key(key, self.part.index)
     }
 
     /// A part was loaded from the store: its slots are checked first.
@@ -244,5 +255,25 @@ impl BatchManager {
         }
         self.spread = Some(spread);
         resumed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_partition_reads_back_only_its_own_parts() {
+        let key = part_key("corr-c=1", 3);
+        assert_eq!(key, "corr-c=1.p3");
+        assert_eq!(batch_of_key(&key, 3).as_deref(), Some("corr-c=1"));
+        assert_eq!(batch_of_key(&key, 1), None, "another partition's part");
+        assert_eq!(
+            batch_of_key("corr-c=1", 3),
+            None,
+            "a batch of one partition"
+        );
+        assert_eq!(batch_of_key("a.b.p3", 3), None, "not a batch id");
+        assert_eq!(batch_of_key("b.px", 3), None);
     }
 }
