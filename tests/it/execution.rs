@@ -222,6 +222,81 @@ async fn coordinator_restart_resumes_from_kv() {
     assert_eq!(completions.len(), 24, "every task ran");
 }
 
+/// A coordinator killed while its record writes wait (`persist_delay`)
+/// loses nothing and runs nothing twice: the events behind the unwritten
+/// records were not acknowledged, so the next coordinator applies them
+/// again; a task's completion that reaches it before its dependency's
+/// redelivered completion waits for it instead of being dropped (the
+/// re-dispatch is a duplicate JetStream drops, so dropping the completion
+/// would leave the task silent until it ran a second attempt).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_coordinator_killed_while_its_writes_wait_runs_no_task_twice() {
+    let stack = Stack::start();
+    let env = [
+        ("CAUCUS_COORDINATOR_PERSIST_DELAY", "1900ms"),
+        ("CAUCUS_WORKER_ACK_WAIT", "8s"),
+    ];
+    let mut c1 = coordinator(&stack, &env);
+    let _a = worker(&stack, "alpha", 4, "noop", &env);
+    let _b = worker(&stack, "beta", 4, "sleep:4000", &env);
+    let api = Api::connect(&stack).await;
+    let p = pipeline(
+        "held",
+        json!([
+            {"name": "x", "agent": "alpha", "expected_duration": 1.0},
+            {"name": "y", "agent": "beta", "expected_duration": 1.0, "depends_on": ["x"]}
+        ]),
+    );
+    let ids = api.submit(&["H0", "H1", "H2", "H3"], p, 10).await;
+    // Every `x` done and every `y` running, by the coordinator's memory.
+    crate::common::eventually("x done and y running", Duration::from_secs(20), || {
+        let api = &api;
+        let ids = &ids;
+        async move {
+            let wfs = api.status(ids).await;
+            wfs.iter()
+                .all(|w| {
+                    w["tasks"]["x"]["state"] == "completed" && w["tasks"]["y"]["state"] == "running"
+                })
+                .then_some(())
+        }
+    })
+    .await;
+    // The stored records do not say so yet: the writes are held back.
+    let js = async_nats::jetstream::new(api.nats.clone());
+    let records = js.get_key_value("caucus_workflows").await.unwrap();
+    let mut behind = 0;
+    for id in &ids {
+        let body = records.get(id).await.unwrap().expect("record");
+        let rec: Value = serde_json::from_slice(&body).unwrap();
+        if rec["tasks"]["x"]["state"] != "completed" {
+            behind += 1;
+        }
+    }
+    assert!(
+        behind > 0,
+        "every record was written within the 1.9 s delay: nothing was held back"
+    );
+    c1.kill();
+    let _c2 = coordinator(&stack, &env);
+    let wfs = api.wait_completed(&ids, Duration::from_secs(60)).await;
+    let events = task_events(&api.nats).await;
+    let mut completions: HashMap<String, usize> = HashMap::new();
+    for e in events.iter().filter(|e| e["status"] == "completed") {
+        *completions
+            .entry(e["task_id"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    for w in &wfs {
+        for k in ["x", "y"] {
+            assert_eq!(w["tasks"][k]["state"], "completed");
+            assert_eq!(w["tasks"][k]["attempt"], 1, "ran twice: {w}");
+            let id = format!("{}/{k}", w["workflow_id"].as_str().unwrap());
+            assert_eq!(completions.get(&id), Some(&1), "{id} completed once");
+        }
+    }
+}
+
 /// Transient errors retry with backoff up to the policy; a task over its
 /// expected duration is flagged overdue.
 #[tokio::test(flavor = "multi_thread")]

@@ -207,6 +207,20 @@ impl WorkflowRecord {
             .is_some_and(|t| t.state == TaskRunState::Running && t.attempt == ev.attempt)
     }
 
+    /// Whether `ev` is ahead of this record: an attempt not dispatched
+    /// yet by the record, of a task still waiting for its dependencies.
+    /// Only a coordinator that dispatched the task and then died before
+    /// storing the record (its write still held back, see
+    /// `coordinator.persist_delay`) leaves such a task; the events that
+    /// made it ready are being redelivered, so `ev` waits for them instead
+    /// of being dropped (the re-dispatch carries the same `Nats-Msg-Id` and
+    /// is dropped as a duplicate, so the task would otherwise run again).
+    pub fn is_ahead(&self, ev: &TaskEvent) -> bool {
+        self.key_of(ev)
+            .and_then(|k| self.tasks.get(&k))
+            .is_some_and(|t| t.state == TaskRunState::Waiting && ev.attempt > t.attempt)
+    }
+
     /// [`WorkflowRecord::apply_event_with`] the default tier rules.
     pub fn apply_event(&mut self, ev: &TaskEvent, now: DateTime<Utc>) -> EventOutcome {
         self.apply_event_with(ev, now, &TierRules::default())

@@ -41,6 +41,14 @@ pub struct CoordinatorConfig {
     pub inline_output_bytes: usize,
     /// Events applied per batch before state is persisted.
     pub event_batch: usize,
+    /// How long an unfinished workflow's changes may wait in memory before
+    /// its record is written, so that the task events of one workflow that
+    /// arrive close together share one KV write (0 = write after every
+    /// batch). Their events are acknowledged only once written, so a crash
+    /// redelivers them; a finished workflow, and a change a person or the
+    /// API asked for, is written at once. See docs/RELIABILITY.md.
+    #[serde(with = "humantime_serde")]
+    pub persist_delay: Duration,
     /// A coordination-pattern agent call with no answer after this is a
     /// failed result (`timeout`); a request's `call_timeout_ms` overrides it.
     #[serde(with = "humantime_serde")]
@@ -316,6 +324,7 @@ impl Default for CoordinatorConfig {
             retain_history: day * 7,
             inline_output_bytes: 8 * 1024,
             event_batch: 256,
+            persist_delay: Duration::from_millis(50),
             pause_reminders: vec![day * 3, day * 7, day * 14, day * 30],
             pause_escalate_from: 2,
             gate_reminders: vec![Duration::from_secs(3600), Duration::from_secs(4 * 3600)],

@@ -158,6 +158,13 @@ impl Config {
         if self.worker.exec_max_stderr_bytes == 0 {
             return bad("worker.exec_max_stderr_bytes must be > 0".into());
         }
+        if self.coordinator.persist_delay.saturating_mul(4) > self.worker.ack_wait {
+            return bad(format!(
+                "coordinator.persist_delay ({:?}) must be at most a quarter of worker.ack_wait ({:?}): \
+                 the events it holds unacknowledged would otherwise be redelivered while waiting",
+                self.coordinator.persist_delay, self.worker.ack_wait
+            ));
+        }
         let gap = self.worker.margin_debate_gap;
         if !(gap.is_finite() && gap >= 0.0) {
             return bad(format!(

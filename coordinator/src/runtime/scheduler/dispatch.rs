@@ -37,7 +37,8 @@ fn unstored(e: &PublishError) -> bool {
 }
 
 impl Scheduler {
-    /// Dispatch within capacity, publish, persist, then ack events.
+    /// Dispatch within capacity, publish, persist what is due, then ack
+    /// the events behind it.
     pub(super) async fn pump(&mut self) {
         if !self.may_act() {
             self.abandon().await;
@@ -80,7 +81,7 @@ impl Scheduler {
             let candidates = gates::auto_candidates_of(&self.engine, &due, Utc::now());
             self.auto_approve_these(candidates);
         }
-        self.persist().await;
+        self.persist_due().await;
     }
 
     async fn publish(&mut self, dispatches: Vec<TaskDispatch>) {

@@ -14,6 +14,10 @@ use super::Scheduler;
 use crate::runtime::metrics::{self, AttemptEnd};
 use crate::workflow::{EventOutcome, TaskRecord, TaskRunState, WorkflowRecord, WorkflowState};
 
+/// How long an event ahead of its record waits before it is delivered
+/// again.
+const EARLY_RETRY: Duration = Duration::from_secs(1);
+
 /// What the metrics need to know of a task before its event is applied.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Before {
@@ -52,6 +56,14 @@ impl Scheduler {
                     ev.task_id, ev.agent_type
                 );
                 self.dead_letter(msg, "agent_type_mismatch", &reason).await;
+                continue;
+            }
+            if self
+                .engine
+                .get(&ev.workflow_id)
+                .is_some_and(|r| r.is_ahead(&ev))
+                && self.hold_early(&ev, &msg).await
+            {
                 continue;
             }
             if ev.status == caucus_shared::task::TaskStatus::Progress
@@ -124,6 +136,26 @@ impl Scheduler {
                 .or_default()
                 .push(msg);
         }
+    }
+
+    /// Returns an event that is ahead of its record (see
+    /// [`WorkflowRecord::is_ahead`]) to the stream, to come back once the
+    /// events before it were redelivered and applied: `true` if it was
+    /// returned. They come back within an ack wait, so after twice the
+    /// silence period it is given up on (applied as stale, i.e. dropped,
+    /// and the task runs again when its dependencies complete).
+    async fn hold_early(&self, ev: &TaskEvent, msg: &jetstream::Message) -> bool {
+        let delivered = msg.info().map_or(1, |i| i.delivered.max(1)) as u64;
+        let waited = EARLY_RETRY.saturating_mul(delivered.min(u32::MAX as u64) as u32);
+        if waited > self.silence.saturating_mul(2) {
+            tracing::warn!(task_id = %ev.task_id, attempt = ev.attempt, delivered, "an event ahead of its workflow's record never caught up; dropping it");
+            return false;
+        }
+        tracing::debug!(task_id = %ev.task_id, attempt = ev.attempt, delivered, "event ahead of its workflow's record (its dependencies' events are being redelivered); returned for later");
+        let _ = msg
+            .ack_with(jetstream::AckKind::Nak(Some(EARLY_RETRY)))
+            .await;
+        true
     }
 
     /// The workflow's and the task's state before `ev` is applied.

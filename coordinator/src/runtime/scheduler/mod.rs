@@ -52,6 +52,11 @@ pub struct Scheduler {
     engine: Engine,
     revisions: HashMap<String, u64>,
     dirty: HashSet<String>,
+    /// When each workflow in `dirty` first changed since its last write
+    /// (the pump writes it `persist_delay` later, see `persist`).
+    dirty_since: HashMap<String, tokio::time::Instant>,
+    /// When the first held-back write is due: the loop wakes for it.
+    next_persist: Option<tokio::time::Instant>,
     /// Events applied in memory, by workflow, acknowledged only once that
     /// workflow's record is stored (or nak'ed when it cannot be: a
     /// revision conflict or a lost lease), so one record never holds back
@@ -129,6 +134,8 @@ impl Scheduler {
             engine,
             revisions: HashMap::new(),
             dirty: HashSet::new(),
+            dirty_since: HashMap::new(),
+            next_persist: None,
             pending_acks: HashMap::new(),
             lazy: HashMap::new(),
             store,
@@ -243,8 +250,16 @@ impl Scheduler {
         let mut tick = tokio::time::interval(self.cfg.tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let due = self.next_persist;
+            let held_write = async move {
+                match due {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = shutdown.cancelled() => break,
+                _ = held_write => {}
                 cmd = rx.recv() => match cmd {
                     Some(cmd) => {
                         self.handle(cmd).await;

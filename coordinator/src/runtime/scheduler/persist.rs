@@ -1,4 +1,6 @@
 //! Persisting what changed, then acknowledging the events behind it:
+//! the pump holds an unfinished workflow's write back for up to
+//! `persist_delay` so that its events close together share one write,
 //! large outputs go to the outputs bucket first, lazily recorded starts
 //! ride along, a revision conflict is resolved by epoch, and a tenure that
 //! is over returns its unapplied events.
@@ -54,6 +56,8 @@ impl Scheduler {
     pub(super) async fn abandon(&mut self) {
         self.flush_lazy();
         self.dirty.clear();
+        self.dirty_since.clear();
+        self.next_persist = None;
         let msgs: Vec<jetstream::Message> =
             self.pending_acks.drain().flat_map(|(_, m)| m).collect();
         if !msgs.is_empty() {
@@ -65,7 +69,50 @@ impl Scheduler {
         nak_all(&msgs).await;
     }
 
+    /// Writes every changed workflow, then acknowledges the events behind
+    /// them: for what a person or the API asked for, which must be stored
+    /// before the caller hears "done", and at shutdown.
     pub(super) async fn persist(&mut self) {
+        self.write(false).await;
+    }
+
+    /// The pump's write: as [`Self::persist`], except that an unfinished
+    /// workflow first changed less than `persist_delay` ago waits (with its
+    /// events unacknowledged) so that its next events share the write.
+    pub(super) async fn persist_due(&mut self) {
+        self.write(true).await;
+    }
+
+    /// The workflows whose write waits, and when the first of them is due
+    /// (`next_persist`, which wakes the loop).
+    fn held_back(&mut self) -> HashSet<String> {
+        let delay = self.cfg.persist_delay;
+        let mut held = HashSet::new();
+        self.next_persist = None;
+        if delay.is_zero() {
+            return held;
+        }
+        let now = tokio::time::Instant::now();
+        for id in &self.dirty {
+            let since = match self.dirty_since.get(id) {
+                Some(t) => *t,
+                None => {
+                    self.dirty_since.insert(id.clone(), now);
+                    now
+                }
+            };
+            let due = since + delay;
+            let finished = self.engine.get(id).is_none_or(|r| r.state.is_terminal());
+            if due <= now || finished {
+                continue;
+            }
+            held.insert(id.clone());
+            self.next_persist = Some(self.next_persist.map_or(due, |n| n.min(due)));
+        }
+        held
+    }
+
+    async fn write(&mut self, hold: bool) {
         if self.dirty.is_empty() && self.pending_acks.is_empty() {
             return;
         }
@@ -73,7 +120,18 @@ impl Scheduler {
             self.abandon().await;
             return;
         }
-        let ids: Vec<String> = self.dirty.drain().collect();
+        let held = if hold {
+            self.held_back()
+        } else {
+            self.next_persist = None;
+            HashSet::new()
+        };
+        let ids: Vec<String> = if held.is_empty() {
+            self.dirty.drain().collect()
+        } else {
+            let all = std::mem::take(&mut self.dirty);
+            all.into_iter().filter(|id| !held.contains(id)).collect()
+        };
         let epoch = self.epoch();
         let mut retry: HashSet<String> = HashSet::new();
         // What must be stored before the record can be: its large outputs
@@ -161,10 +219,11 @@ impl Scheduler {
         }
         // Acknowledge what is stored (and events that changed nothing);
         // events of a workflow whose write failed wait for the retry.
+        // Events of a workflow held back wait for its write.
         let done: Vec<String> = self
             .pending_acks
             .keys()
-            .filter(|id| !retry.contains(*id))
+            .filter(|id| !retry.contains(*id) && !held.contains(*id))
             .cloned()
             .collect();
         let mut acks = Vec::new();
@@ -173,6 +232,13 @@ impl Scheduler {
         }
         join_all(acks.iter().map(|m| m.ack())).await;
         self.dirty.extend(retry);
+        self.dirty.extend(held);
+        if self.dirty.is_empty() {
+            self.dirty_since.clear();
+        } else {
+            let dirty = &self.dirty;
+            self.dirty_since.retain(|id, _| dirty.contains(id));
+        }
     }
 
     /// Another writer changed `id` since this scheduler read it. A record
