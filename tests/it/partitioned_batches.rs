@@ -5,9 +5,11 @@
 //! whole batch whichever coordinator is asked; `batch_resume` with a
 //! concurrency limit of 2 never has more than 2 of the batch's workflows
 //! resumed and unfinished at once, over every partition, and all finish;
-//! the batch's running slots are gone from Redis afterwards. A
-//! correlator's `batch_trigger` and a `batch_pause_request` on the control
-//! stream are applied (not dead-lettered) and show in `batch_status`.
+//! the batch's running slots are gone from Redis afterwards. Slots a
+//! killed coordinator left behind are removed by the partitions' next
+//! owner. A correlator's `batch_trigger` and a `batch_pause_request` on
+//! the control stream are applied (not dead-lettered) and show in
+//! `batch_status`.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -29,7 +31,8 @@ const ITEMS: usize = 16;
 /// partition's owner.
 struct Two {
     stack: Stack,
-    _c: [Service; 2],
+    c: [Service; 2],
+    ids: [String; 2],
     api: Api,
     owner: Vec<String>,
 }
@@ -59,7 +62,8 @@ impl Two {
         .await;
         Two {
             stack,
-            _c: [c1, c2],
+            c: [c1, c2],
+            ids,
             api,
             owner,
         }
@@ -89,6 +93,93 @@ async fn status_everywhere(api: &Api, batch_id: &str, times: usize) -> Value {
     first.expect("asked")
 }
 
+/// Resumes batch `batch_id` of `ids` with a limit of 2 and checks, by
+/// polling every 20 ms, that never more than 2 of them are resumed and
+/// unfinished, until all completed; then that the batch completed and
+/// its running slots are gone from Redis.
+async fn resume_two_at_a_time(two: &Two, batch_id: &str, ids: &[String]) {
+    let api = &two.api;
+    let r = call(
+        api,
+        "batch_resume",
+        json!({"batch_id": batch_id, "concurrency_limit": 2}),
+    )
+    .await
+    .expect("batch_resume");
+    assert_eq!(r["total"], ids.len(), "{r}");
+    assert_eq!(r["concurrency_limit"], 2, "{r}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ws = api.status(ids).await;
+        let unfinished = ws
+            .iter()
+            .filter(|w| !matches!(w["state"].as_str(), Some("paused" | "completed")))
+            .count();
+        assert!(
+            unfinished <= 2,
+            "{unfinished} resumed and unfinished: {:?}",
+            states(&ws)
+        );
+        if ws.iter().all(|w| w["state"] == "completed") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not all completed: {:?}",
+            states(&ws)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let st = eventually("the batch completed", Duration::from_secs(20), || async {
+        let s = call(api, "batch_status", json!({"batch_id": batch_id}))
+            .await
+            .ok()?;
+        (s["state"] == "completed").then_some(s)
+    })
+    .await;
+    assert_eq!(
+        (st["resumed"].clone(), st["failed"].clone()),
+        (json!(ids.len()), json!(0)),
+        "{st}"
+    );
+    let key = format!("HLEN caucus:{{batch:{batch_id}}}:running");
+    eventually(
+        "the running slots released",
+        Duration::from_secs(10),
+        || async { (two.stack.redis.command(&key).trim() == ":0").then_some(()) },
+    )
+    .await;
+}
+
+/// Submits `ITEMS` items of a one-stage `slowb` pipeline (no worker yet:
+/// they wait, nothing in flight) and pauses them as batch `batch_id`.
+async fn paused_batch(two: &Two, prefix: &str, batch_id: &str) -> Vec<String> {
+    let api = &two.api;
+    let p = pipeline("slowp", json!([{"name": "work", "agent": "slowb"}]));
+    let items: Vec<String> = (0..ITEMS).map(|i| format!("{prefix}{i}")).collect();
+    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
+    let ids = api.submit(&refs, p, 10).await;
+    assert_eq!(
+        two.owners(&ids).len(),
+        2,
+        "every workflow on one coordinator"
+    );
+    let r = call(
+        api,
+        "batch_pause",
+        json!({"items": items, "batch_id": batch_id, "reason": "vendor down"}),
+    )
+    .await
+    .expect("batch_pause");
+    assert_eq!(r["batch_id"], batch_id, "{r}");
+    assert_eq!(
+        (r["total"].clone(), r["paused"].clone()),
+        (json!(ITEMS), json!(ITEMS)),
+        "{r}"
+    );
+    ids
+}
+
 fn states(ws: &[Value]) -> Vec<String> {
     ws.iter()
         .map(|w| w["state"].as_str().unwrap_or("?").to_string())
@@ -99,30 +190,7 @@ fn states(ws: &[Value]) -> Vec<String> {
 async fn a_batch_spans_the_partitions_and_its_limit_is_one_number() {
     let two = Two::start().await;
     let api = &two.api;
-    // No worker for `slowb` yet: the workflows wait, nothing in flight.
-    let p = pipeline("slowp", json!([{"name": "work", "agent": "slowb"}]));
-    let items: Vec<String> = (0..ITEMS).map(|i| format!("BI{i}")).collect();
-    let refs: Vec<&str> = items.iter().map(String::as_str).collect();
-    let ids = api.submit(&refs, p, 10).await;
-    assert_eq!(
-        two.owners(&ids).len(),
-        2,
-        "every workflow on one coordinator"
-    );
-
-    let r = call(
-        api,
-        "batch_pause",
-        json!({"items": items, "batch_id": "pb-1", "reason": "vendor down"}),
-    )
-    .await
-    .expect("batch_pause");
-    assert_eq!(r["batch_id"], "pb-1", "{r}");
-    assert_eq!(
-        (r["total"].clone(), r["paused"].clone()),
-        (json!(ITEMS), json!(ITEMS)),
-        "{r}"
-    );
+    let ids = paused_batch(&two, "BI", "pb-1").await;
     let paused = eventually("all paused", Duration::from_secs(20), || async {
         let ws = api.status(&ids).await;
         ws.iter().all(|w| w["state"] == "paused").then_some(ws)
@@ -149,66 +217,11 @@ async fn a_batch_spans_the_partitions_and_its_limit_is_one_number() {
     // Slots enough for every partition's share to run 2 at once: only
     // the batch's limit can keep the whole batch at 2.
     let _w = worker(&two.stack, "slowb", 8, "sleep:500", &[]);
-    let r = call(
-        api,
-        "batch_resume",
-        json!({"batch_id": "pb-1", "concurrency_limit": 2}),
-    )
-    .await
-    .expect("batch_resume");
-    assert_eq!(r["total"], ITEMS, "{r}");
-    assert_eq!(r["concurrency_limit"], 2, "{r}");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut peak = 0;
-    loop {
-        let ws = api.status(&ids).await;
-        let unfinished = ws
-            .iter()
-            .filter(|w| !matches!(w["state"].as_str(), Some("paused" | "completed")))
-            .count();
-        peak = peak.max(unfinished);
-        assert!(
-            unfinished <= 2,
-            "{unfinished} resumed and unfinished: {:?}",
-            states(&ws)
-        );
-        if ws.iter().all(|w| w["state"] == "completed") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not all completed: {:?}",
-            states(&ws)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(peak >= 1, "never saw one running");
+    resume_two_at_a_time(&two, "pb-1", &ids).await;
     let events = task_events(&api.nats).await;
     let ran = peak_concurrency(&events, "slowb");
     assert!(ran <= 2, "{ran} batch workflows ran at once");
     assert_eq!(ran, 2, "the limit was used");
-    let st = eventually("the batch completed", Duration::from_secs(20), || async {
-        let s = call(api, "batch_status", json!({"batch_id": "pb-1"}))
-            .await
-            .ok()?;
-        (s["state"] == "completed").then_some(s)
-    })
-    .await;
-    assert_eq!(
-        (st["resumed"].clone(), st["failed"].clone()),
-        (json!(ITEMS), json!(0)),
-        "{st}"
-    );
-    let left = eventually(
-        "the running slots released",
-        Duration::from_secs(10),
-        || async {
-            let n = two.stack.redis.command("HLEN caucus:{batch:pb-1}:running");
-            (n.trim() == ":0").then_some(n)
-        },
-    )
-    .await;
-    assert_eq!(left.trim(), ":0");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -287,4 +300,40 @@ async fn control_batch_messages_are_applied_across_the_partitions() {
         .map(|d| (d.subject.as_str(), d.dlq_code.as_deref()))
         .collect();
     assert!(dead.is_empty(), "dead-lettered: {dead:?}");
+}
+
+/// A coordinator killed while its partitions held slots of a batch
+/// (here: stale slots, as a kill between a change and its release would
+/// leave, enough to fill the limit): the survivor, taking its partitions
+/// over, removes them, and the batch runs within its limit to the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_owner_removes_the_slots_a_killed_coordinator_left() {
+    let mut two = Two::start().await;
+    let ids = paused_batch(&two, "KI", "pb-kill").await;
+    let victim = two.ids[0].clone();
+    let theirs: Vec<usize> = (0..PARTITIONS as usize)
+        .filter(|p| two.owner[*p] == victim)
+        .collect();
+    assert_eq!(theirs.len(), 2);
+    for p in &theirs {
+        let r = two.stack.redis.command(&format!(
+            "HSET caucus:{{batch:pb-kill}}:running ghost-{p} {p}"
+        ));
+        assert_eq!(r.trim(), ":1", "{r}");
+    }
+    two.c[0].kill();
+    let survivor = two.ids[1].clone();
+    eventually(
+        "the survivor holds every partition",
+        Duration::from_secs(30),
+        || async {
+            let v = call(&two.api, "partitions", json!({})).await.ok()?;
+            (0..PARTITIONS)
+                .all(|p| v["partitions"][p.to_string()]["owner"] == survivor.as_str())
+                .then_some(())
+        },
+    )
+    .await;
+    let _w = worker(&two.stack, "slowb", 8, "sleep:200", &[]);
+    resume_two_at_a_time(&two, "pb-kill", &ids).await;
 }

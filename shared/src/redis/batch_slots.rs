@@ -5,9 +5,10 @@
 //! One HASH per batch, `P:{batch:B}:running`, field = a workflow of the
 //! batch resumed and not finished yet, value = its partition. A slot is
 //! taken only while the hash has fewer fields than the limit; each
-//! partition's owner makes its own fields match what its workflows do
-//! (removing those that finished, paused or failed), also right after it
-//! took the partition over, so no slot outlives its workflow's run.
+//! partition's owner makes its own fields (value = its partition) match
+//! what its workflows do (removing those that finished, paused or
+//! failed), also right after it took the partition over, so no slot
+//! outlives its workflow's run.
 
 use super::keys;
 use super::scripts::{self, check_id, run};
@@ -57,23 +58,23 @@ impl BatchSlots {
         Ok(granted == 1)
     }
 
-    /// Removes the slots of `released` and makes sure `running` hold one
-    /// (all of `partition`), in one step; returns the workflows of the
-    /// batch running after it, over every partition.
+    /// Makes `partition`'s slots of `batch_id` exactly `running`, in one
+    /// step: every other slot of the partition goes (whoever took it),
+    /// those of `running` are present. Returns the workflows of the batch
+    /// running after it, over every partition.
     pub async fn sync(
         &self,
         batch_id: &str,
         partition: u32,
-        released: &[String],
         running: &[String],
     ) -> Result<u32, Error> {
         let k = keys::batch_running_key(&self.prefix, batch_id)?;
-        for id in released.iter().chain(running) {
+        for id in running {
             check_id("workflow id", id)?;
         }
         let mut call = scripts::BATCH_SYNC.prepare_invoke();
-        call.key(k).arg(partition).arg(released.len());
-        for id in released.iter().chain(running) {
+        call.key(k).arg(partition);
+        for id in running {
             call.arg(id);
         }
         let n: i64 = run(&self.pool, &call).await?;

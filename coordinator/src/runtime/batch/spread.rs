@@ -5,10 +5,11 @@
 //! once it took a slot, and gives the slot back when the workflow
 //! finishes, fails or pauses again (or its resume was refused).
 //!
-//! What this part holds in Redis is made to match its items (the
-//! `Resuming` ones) whenever they differ, and once right after the part
-//! was loaded (a takeover: the previous owner may have been stopped
-//! between a change and its release), so no slot outlives its run.
+//! What this partition holds in Redis (the fields naming it) is made to
+//! match its part's items (the `Resuming` ones) whenever they differ, and
+//! once right after the part was loaded (a takeover: the previous owner
+//! may have been stopped between a change and its release), so no slot
+//! outlives its run.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -86,19 +87,8 @@ impl Spread {
         if !self.unsynced.contains(id) && held.map_or(running.is_empty(), |h| *h == running) {
             return;
         }
-        // Every other workflow of the part, and any held one no longer
-        // among its items, gives its slot back.
-        let released: Vec<String> = b
-            .items
-            .iter()
-            .filter_map(|i| i.workflow_id.clone())
-            .chain(held.into_iter().flatten().cloned())
-            .filter(|w| !running.contains(w))
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
         let keep: Vec<String> = running.iter().cloned().collect();
-        match self.slots.sync(id, self.part.index, &released, &keep).await {
+        match self.slots.sync(id, self.part.index, &keep).await {
             Ok(n) => {
                 tracing::debug!(batch_id = %id, partition = self.part.index, running = n, "batch slots synced");
                 self.unsynced.remove(id);
