@@ -82,17 +82,12 @@ async fn resolve(
     items: &[String],
 ) -> Result<Vec<(String, Option<String>)>, ApiError> {
     let mut seen = BTreeSet::new();
-    let items: Vec<&String> = items.iter().filter(|i| seen.insert(*i)).collect();
-    let found = futures::future::join_all(items.iter().map(|i| by_item::latest(router, i))).await;
-    items
-        .into_iter()
-        .zip(found)
-        .map(|(item, r)| match r {
-            Ok(wf) => Ok((item.clone(), Some(wf))),
-            Err(e) if e.code == CODE_NOT_FOUND => Ok((item.clone(), None)),
-            Err(e) => Err(e),
-        })
-        .collect()
+    let items: Vec<String> = items.iter().filter(|i| seen.insert(*i)).cloned().collect();
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let latest = by_item::latest_of_each(router, &items).await?;
+    Ok(items.into_iter().zip(latest).collect())
 }
 
 /// `targets` by owning partition; those without a workflow go to

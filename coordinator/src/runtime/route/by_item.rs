@@ -65,12 +65,49 @@ pub fn newest(candidates: impl IntoIterator<Item = Latest>) -> Option<Latest> {
     candidates.into_iter().max_by(|a, b| a.key().cmp(&b.key()))
 }
 
-/// Makes [`LatestOfItem`] answerable by this instance's schedulers.
+/// The internal operation each partition's owner answers for a batch:
+/// its latest workflow of each of many items, in one forward (never in
+/// the catalog).
+pub struct LatestOfItems;
+
+impl Operation for LatestOfItems {
+    const SERVICE: &'static str = "coordinator";
+    const NAME: &'static str = "latest_of_items";
+    const SUMMARY: &'static str = "a partition's latest workflow of each item (internal)";
+    const ERRORS: &'static [&'static str] = &[];
+    type Request = LatestManyRequest;
+    type Reply = LatestManyReply;
+}
+
+/// Whose latest workflows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LatestManyRequest {
+    /// The items.
+    pub items: Vec<String>,
+}
+
+/// One partition's answer: for each item, in order, its latest workflow
+/// there, or `None`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LatestManyReply {
+    /// One per item.
+    pub latest: Vec<Option<Latest>>,
+}
+
+/// Makes [`LatestOfItem`] and [`LatestOfItems`] answerable by this
+/// instance's schedulers.
 pub fn register(router: &Router) {
     router.register::<LatestOfItem, _, _>(|h, r: LatestRequest| async move {
         Ok(LatestReply {
             latest: held_latest(&h, &r.item).await?,
         })
+    });
+    router.register::<LatestOfItems, _, _>(|h, r: LatestManyRequest| async move {
+        let mut latest = Vec::with_capacity(r.items.len());
+        for item in &r.items {
+            latest.push(held_latest(&h, item).await?);
+        }
+        Ok(LatestManyReply { latest })
     });
 }
 
@@ -96,6 +133,27 @@ pub async fn latest(router: &Router, item: &str) -> Result<String, ApiError> {
     newest(replies.into_iter().filter_map(|r| r.latest))
         .map(|l| l.workflow_id)
         .ok_or_else(|| ApiError::not_found(format!("no workflow for item `{item}`")))
+}
+
+/// The latest workflow of each of `items` over every partition (one
+/// forward per partition), `None` for an item no partition holds one of;
+/// `unavailable` naming a partition without an owner.
+pub async fn latest_of_each(
+    router: &Router,
+    items: &[String],
+) -> Result<Vec<Option<String>>, ApiError> {
+    let req = LatestManyRequest {
+        items: items.to_vec(),
+    };
+    let replies = router.call_all::<LatestOfItems>(&req).await?;
+    let mut out = Vec::with_capacity(items.len());
+    for i in 0..items.len() {
+        let each = replies
+            .iter()
+            .filter_map(|r| r.latest.get(i).cloned().flatten());
+        out.push(newest(each).map(|l| l.workflow_id));
+    }
+    Ok(out)
 }
 
 /// The workflow a pause or resume is about: the one it names, else its
