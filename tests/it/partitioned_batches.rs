@@ -276,6 +276,53 @@ async fn control_batch_messages_are_applied_across_the_partitions() {
     }
     assert_eq!(status_everywhere(api, "corr-c-part", 6).await, st);
 
+    // The first item gets a new workflow in another partition, and a new
+    // item joins: a trigger naming both adds only the new item (an item
+    // is in a batch once, as with one partition; its new workflow runs).
+    let p = pipeline("idlep", json!([{"name": "work", "agent": "idle"}]));
+    let part = |w: &str| caucus_shared::partition::of(w, PARTITIONS);
+    let mut newer = None;
+    for _ in 0..40 {
+        let id = api
+            .submit(&[items[0].as_str()], p.clone(), 10)
+            .await
+            .remove(0);
+        if part(&id) != part(&ids[0]) {
+            newer = Some(id);
+            break;
+        }
+    }
+    let newer = newer.expect("a workflow in another partition");
+    let joined = api.submit(&["CBN"], p, 10).await.remove(0);
+    publish_envelope(
+        api,
+        "caucus.control.batch_trigger",
+        trigger(&[items[0].clone(), "CBN".to_string()]),
+    )
+    .await;
+    let st = eventually("the new item joined", Duration::from_secs(30), || async {
+        let s = call(api, "batch_status", json!({"batch_id": "corr-c-part"}))
+            .await
+            .ok()?;
+        (s["total"] != ITEMS + 1).then_some(s)
+    })
+    .await;
+    assert_eq!(st["total"], ITEMS + 2, "{st}");
+    let first: Vec<&Value> = st["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|i| i["item"] == items[0].as_str())
+        .collect();
+    assert_eq!(first.len(), 1, "{st}");
+    assert_eq!(first[0]["workflow_id"], ids[0].as_str(), "{st}");
+    let state = |id: &String| {
+        let ids = vec![id.clone()];
+        async move { api.status(&ids).await.remove(0)["state"].clone() }
+    };
+    assert_eq!(state(&newer).await, "pending", "not paused: {newer}");
+    assert_eq!(state(&joined).await, "paused", "{joined}");
+
     // A person's batch pause request by message, into a new batch: the
     // items are paused already, and linked to it.
     publish_envelope(

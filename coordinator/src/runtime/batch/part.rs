@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use caucus_shared::api::coordinator::control::{BatchStatusReply, InFlightPolicy};
+use caucus_shared::api::coordinator::control::{BatchStatusReply, InFlightPolicy, ItemState};
 use caucus_shared::nats::ApiError;
 
 use super::pause::{resolve_targets, valid_id};
@@ -40,6 +40,11 @@ pub struct PartPause {
     /// partition, unless one turned up meanwhile).
     #[serde(default)]
     pub items: Vec<String>,
+    /// Items a person pauses again whose latest workflow is another
+    /// partition's: their entries here go if resumed or failed (with one
+    /// partition the batch drops them and adds the latest workflow).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forget: Vec<String>,
 }
 
 /// A partition's share of a resume of items (a new batch).
@@ -71,6 +76,24 @@ impl BatchManager {
         valid_id(&p.batch_id)?;
         if p.max_concurrency == Some(0) {
             return Err(ApiError::bad_request("max_concurrency must be at least 1"));
+        }
+        if let Some((b, _)) = self.batches.get_mut(&p.batch_id) {
+            let before = b.items.len();
+            b.items.retain(|i| {
+                !(p.forget.contains(&i.item)
+                    && matches!(
+                        i.state,
+                        ItemState::Resuming
+                            | ItemState::Resumed
+                            | ItemState::ResumeFailed
+                            | ItemState::Failed
+                    ))
+            });
+            if b.items.len() != before {
+                b.refresh_state();
+                b.updated_at = now;
+                self.dirty.insert(p.batch_id.clone());
+            }
         }
         let targets = resolve_targets(&p.items, &p.workflow_ids, engine);
         let source = if p.correlator { "correlator" } else { "batch" };

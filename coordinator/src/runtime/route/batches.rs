@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use caucus_shared::api::coordinator::control::{
     BatchPauseRequest, BatchResume, BatchResumeRequest, BatchState, BatchStatus, BatchStatusReply,
-    BatchStatusRequest,
+    BatchStatusRequest, ItemState, CODE_BATCH_STOPPED,
 };
 use caucus_shared::api::{Operation, CODE_NOT_FOUND};
 use caucus_shared::messages::BatchTrigger;
@@ -108,6 +108,55 @@ where
     parts
 }
 
+/// Item states a person's batch pause pauses again (with one partition
+/// the part drops them and adds the item's latest workflow anew).
+const PAUSED_AGAIN: [ItemState; 4] = [
+    ItemState::Resuming,
+    ItemState::Resumed,
+    ItemState::ResumeFailed,
+    ItemState::Failed,
+];
+
+/// Items with their latest workflow (none: no partition holds one).
+type Targets = Vec<(String, Option<String>)>;
+
+/// What a pause adds to a batch that may exist (`existing`), as one
+/// partition decides it over the whole batch: an item already in it is
+/// not added again, unless a person pauses it again after it resumed or
+/// failed; its old entry then goes from the part that holds it (returned
+/// by partition) when the item's latest workflow is another partition's.
+fn plan(
+    existing: Option<&BatchStatusReply>,
+    targets: Targets,
+    correlator: bool,
+    partition_of: impl Fn(Option<&str>) -> u32,
+) -> (Targets, BTreeMap<u32, Vec<String>>) {
+    let Some(b) = existing else {
+        return (targets, BTreeMap::new());
+    };
+    let mut kept = Vec::new();
+    let mut forget: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    for (item, wf) in targets {
+        let old: Vec<_> = b.items.iter().filter(|i| i.item == item).collect();
+        if old.is_empty() {
+            kept.push((item, wf));
+            continue;
+        }
+        if correlator || old.iter().any(|i| !PAUSED_AGAIN.contains(&i.state)) {
+            continue;
+        }
+        let to = partition_of(wf.as_deref());
+        for i in old {
+            let from = partition_of(i.workflow_id.as_deref());
+            if from != to {
+                forget.entry(from).or_default().push(item.clone());
+            }
+        }
+        kept.push((item, wf));
+    }
+    (kept, forget)
+}
+
 /// Runs every part's pause, then answers the whole batch's status.
 async fn pause_parts(
     router: &Router,
@@ -116,10 +165,33 @@ async fn pause_parts(
     targets: Vec<(String, Option<String>)>,
     workflow_ids: &[String],
 ) -> Result<BatchStatusReply, ApiError> {
+    let request = BatchStatusRequest {
+        batch_id: batch_id.to_string(),
+    };
+    let existing = match status(router, request.clone()).await {
+        Ok(b) => Some(b),
+        Err(e) if e.code == CODE_NOT_FOUND => None,
+        Err(e) => return Err(e),
+    };
+    if let Some(b) = existing.as_ref().filter(|b| b.state == BatchState::Stopped) {
+        return Err(ApiError::new(
+            CODE_BATCH_STOPPED,
+            format!(
+                "batch {batch_id} was stopped ({}); start a new batch",
+                b.stop_reason.clone().unwrap_or_default()
+            ),
+        ));
+    }
+    let (targets, forget) = plan(existing.as_ref(), targets, template.correlator, |wf| {
+        wf.map_or(0, |w| router.partition_of(w))
+    });
     let mut parts = by_partition::<PartPause>(router, targets, |p, item, wf| match wf {
         Some(w) => p.workflow_ids.push(w),
         None => p.items.push(item),
     });
+    for (p, items) in forget {
+        parts.entry(p).or_default().forget = items;
+    }
     for w in workflow_ids {
         let part = parts.entry(router.partition_of(w)).or_default();
         if !part.workflow_ids.contains(w) {
@@ -138,13 +210,7 @@ async fn pause_parts(
     for r in futures::future::join_all(calls).await {
         r?;
     }
-    status(
-        router,
-        BatchStatusRequest {
-            batch_id: batch_id.to_string(),
-        },
-    )
-    .await
+    status(router, request).await
 }
 
 /// `batch_pause` with several partitions.
@@ -305,7 +371,7 @@ pub fn merge(parts: Vec<BatchStatusReply>) -> Option<BatchStatusReply> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use caucus_shared::api::coordinator::control::{BatchItem, ItemState};
+    use caucus_shared::api::coordinator::control::BatchItem;
     use chrono::{TimeZone, Utc};
 
     fn part(state: BatchState, items: &[(&str, ItemState)], minute: u32) -> BatchStatusReply {
@@ -377,5 +443,47 @@ mod tests {
         ])
         .expect("parts");
         assert_eq!(stopped.state, BatchState::Stopped);
+    }
+
+    #[test]
+    fn a_pause_adds_to_a_batch_as_one_partition_would() {
+        // wf-A paused, wf-B resumed, wf-C failed; partition = last letter.
+        let b = part(
+            BatchState::Paused,
+            &[
+                ("A", ItemState::Paused),
+                ("B", ItemState::Resumed),
+                ("C", ItemState::Failed),
+            ],
+            1,
+        );
+        let p_of = |wf: Option<&str>| wf.map_or(0, |w| w.as_bytes()[w.len() - 1] as u32);
+        let targets = || {
+            vec![
+                ("A".to_string(), Some("new-A".to_string())),
+                ("B".to_string(), Some("new-Z".to_string())),
+                ("C".to_string(), Some("new-C".to_string())),
+                ("D".to_string(), Some("wf-D".to_string())),
+            ]
+        };
+        let (kept, forget) = plan(None, targets(), false, p_of);
+        assert_eq!(kept, targets(), "a new batch takes everything");
+        assert!(forget.is_empty());
+        let (kept, forget) = plan(Some(&b), targets(), true, p_of);
+        let items: Vec<&str> = kept.iter().map(|(i, _)| i.as_str()).collect();
+        assert_eq!(items, ["D"], "the correlator only adds new items");
+        assert!(forget.is_empty());
+        let (kept, forget) = plan(Some(&b), targets(), false, p_of);
+        let items: Vec<&str> = kept.iter().map(|(i, _)| i.as_str()).collect();
+        assert_eq!(
+            items,
+            ["B", "C", "D"],
+            "a person pauses resumed and failed again"
+        );
+        // B's latest is another partition's: its old entry goes from its part.
+        assert_eq!(
+            forget.into_iter().collect::<Vec<_>>(),
+            [(u32::from(b'B'), vec!["B".to_string()])]
+        );
     }
 }
