@@ -12,6 +12,7 @@
 //! outlives its run.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
@@ -23,6 +24,21 @@ use super::BatchManager;
 use crate::engine::Engine;
 use crate::runtime::partition::Partition;
 use crate::workflow::WorkflowState;
+
+/// How long the scheduler waits for one slot call: it waits inside its
+/// tick, so a Redis that does not answer must not stall the partition;
+/// a call that timed out is retried at a later tick like a failed one.
+const SLOT_CALL: Duration = Duration::from_millis(500);
+
+/// `call`, failed after [`SLOT_CALL`].
+async fn bounded<T>(
+    call: impl std::future::Future<Output = Result<T, caucus_shared::Error>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(SLOT_CALL, call).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("no answer from Redis within {SLOT_CALL:?}")),
+    }
+}
 
 /// `<id>.p<partition>`: where partition `p`'s part of batch `id` is stored.
 fn part_key(id: &str, p: u32) -> String {
@@ -88,7 +104,7 @@ impl Spread {
             return;
         }
         let keep: Vec<String> = running.iter().cloned().collect();
-        match self.slots.sync(id, self.part.index, &keep).await {
+        match bounded(self.slots.sync(id, self.part.index, &keep)).await {
             Ok(n) => {
                 tracing::debug!(batch_id = %id, partition = self.part.index, running = n, "batch slots synced");
                 self.unsynced.remove(id);
@@ -107,11 +123,7 @@ impl Spread {
 
     /// Takes a slot of batch `id` for `workflow_id` within `limit`.
     async fn acquire(&mut self, id: &str, workflow_id: &str, limit: u32) -> bool {
-        match self
-            .slots
-            .acquire(id, workflow_id, limit, self.part.index)
-            .await
-        {
+        match bounded(self.slots.acquire(id, workflow_id, limit, self.part.index)).await {
             Ok(true) => {
                 self.held
                     .entry(id.to_string())
