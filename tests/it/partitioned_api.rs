@@ -5,8 +5,8 @@
 //! `gates` without a workflow lists the open gates of both coordinators'
 //! partitions, paged as with one; a pause request and a resume command by
 //! item on the control stream (read by partition 0's owner only) are
-//! carried out by the owner of the item's latest workflow; a batch
-//! command is still dead-lettered `unsupported`.
+//! carried out by the owner of the item's latest workflow (batches:
+//! `partitioned_batches.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -15,8 +15,8 @@ use caucus_harness::{Service, Stack};
 use serde_json::{json, Value};
 
 use crate::common::{
-    call, coordinator, eventually, instance_id, pipeline, publish_envelope, stream_messages,
-    wait_paused, worker, Api,
+    call, coordinator, eventually, instance_id, pipeline, publish_envelope, wait_paused, worker,
+    Api,
 };
 
 const PARTITIONS: u32 = 4;
@@ -305,35 +305,6 @@ async fn control_messages_by_item_reach_the_owner_of_the_latest_workflow() {
     assert!(
         w["pause"].is_null(),
         "the older workflow was not paused: {w}"
-    );
-
-    // A batch is still refused, and kept; the pause and resume were not.
-    publish_envelope(
-        api,
-        "caucus.control.batch_pause_request",
-        json!({"message_type": "batch_pause_request", "from_agent": "ops",
-               "content": {"stock_ids": [item], "reason": "x", "batch_id": "b-1"}}),
-    )
-    .await;
-    let dlq = eventually(
-        "the batch dead-lettered",
-        Duration::from_secs(20),
-        || async {
-            let d = stream_messages(&api.nats, "CAUCUS_DLQ", "caucus.dlq.>").await;
-            (!d.is_empty()).then_some(d)
-        },
-    )
-    .await;
-    let codes: Vec<(String, Option<String>)> = dlq
-        .iter()
-        .map(|d| (d.subject.clone(), d.dlq_code.clone()))
-        .collect();
-    assert_eq!(
-        codes,
-        [(
-            "caucus.dlq.caucus.control.batch_pause_request".to_string(),
-            Some("unsupported".to_string())
-        )],
     );
 }
 

@@ -324,7 +324,7 @@ impl Default for CoordinatorConfig {
             retain_history: day * 7,
             inline_output_bytes: 8 * 1024,
             event_batch: 256,
-            persist_delay: Duration::from_millis(50),
+            persist_delay: Duration::from_millis(100),
             pause_reminders: vec![day * 3, day * 7, day * 14, day * 30],
             pause_escalate_from: 2,
             gate_reminders: vec![Duration::from_secs(3600), Duration::from_secs(4 * 3600)],
