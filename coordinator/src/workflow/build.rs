@@ -31,6 +31,11 @@ impl Default for StageRetry {
 }
 
 impl StageRetry {
+    /// Whether this is the default policy (left out of stored records).
+    pub fn is_default(&self) -> bool {
+        *self == StageRetry::default()
+    }
+
     /// Backoff before attempt `next_attempt` (2, 3, …): doubling from the initial.
     pub fn backoff_ms(&self, next_attempt: u32) -> u64 {
         let exp = next_attempt.saturating_sub(2).min(20);
@@ -48,7 +53,7 @@ pub struct StageDef {
     /// Agent type that runs it.
     pub agent_type: String,
     /// Stages it waits for.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<String>,
     /// Expected duration in time units.
     pub expected: f64,
@@ -56,10 +61,10 @@ pub struct StageDef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<f64>,
     /// Retry policy.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "StageRetry::is_default")]
     pub retry: StageRetry,
     /// Copies of the stage (1 = no fan-out).
-    #[serde(default = "one")]
+    #[serde(default = "one", skip_serializing_if = "is_one")]
     pub fan_out: u32,
     /// Parameters passed to the task (for a gate: its reminder settings).
     #[serde(default, skip_serializing_if = "Value::is_null")]
@@ -78,6 +83,13 @@ impl StageDef {
 
 fn one() -> u32 {
     1
+}
+
+// Defaults are left out of stored records: every workflow record carries
+// its stages and is rewritten as its tasks progress, so each byte is
+// written many times.
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 /// Longest remaining path (own duration included) per stage.
@@ -210,5 +222,46 @@ impl StageLists {
         }
         known.push(stages.clone());
         stages
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_stages_leave_out_defaults_and_read_back_either_way() {
+        let plain = StageDef {
+            name: "b".into(),
+            agent_type: "a".into(),
+            depends_on: Vec::new(),
+            expected: 2.0,
+            timeout: None,
+            retry: StageRetry::default(),
+            fan_out: 1,
+            params: Value::Null,
+            kind: StageKind::default(),
+        };
+        let json = serde_json::to_value(&plain).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"name": "b", "agent_type": "a", "expected": 2.0})
+        );
+        // A record written before defaults were left out reads the same.
+        let old = serde_json::json!({"name": "b", "agent_type": "a", "depends_on": [],
+            "expected": 2.0, "retry": {"max_attempts": 3, "backoff_initial_ms": 200,
+            "backoff_max_ms": 5000}, "fan_out": 1});
+        assert_eq!(serde_json::from_value::<StageDef>(old).unwrap(), plain);
+        let custom = StageDef {
+            depends_on: vec!["x".into()],
+            retry: StageRetry {
+                max_attempts: 5,
+                ..StageRetry::default()
+            },
+            fan_out: 3,
+            ..plain
+        };
+        let back: StageDef = serde_json::from_slice(&serde_json::to_vec(&custom).unwrap()).unwrap();
+        assert_eq!(back, custom, "values that are not defaults are kept");
     }
 }

@@ -175,7 +175,7 @@ pub struct TaskRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<TaskError>,
     /// Ran longer than its expected duration.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub overdue: bool,
     /// Attempts used before the last resume restarted it; the retry policy
     /// counts attempts above this.
