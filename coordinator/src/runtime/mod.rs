@@ -10,6 +10,7 @@ pub mod checkpoints;
 pub mod commands;
 pub mod control;
 pub mod control_api;
+mod control_call;
 pub mod control_stream;
 pub mod events;
 pub mod gates;

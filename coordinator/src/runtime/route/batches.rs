@@ -30,7 +30,7 @@ use crate::runtime::batch::{
     batch_id_for_correlation, trigger_reason, valid_id, PartPause, PartResume,
 };
 use crate::runtime::control::{ControlOp, ControlReply};
-use crate::runtime::control_api::call;
+use crate::runtime::control_call::call;
 
 /// The internal operation each owner answers: its share of a batch pause
 /// or trigger (never in the catalog: only coordinators send it).
