@@ -145,17 +145,7 @@ impl BatchManager {
     ) -> Vec<String> {
         let mut resumed = Vec::new();
         let ratio = self.ratio;
-        // Agent types held by resumed-and-unfinished workflows of any batch.
-        let mut active: HashMap<String, usize> = HashMap::new();
-        for (b, _) in self.batches.values() {
-            for i in b.items.iter().filter(|i| i.state == ItemState::Resuming) {
-                if let Some(r) = i.workflow_id.as_deref().and_then(|id| engine.get(id)) {
-                    for a in busy_agents(r) {
-                        *active.entry(a).or_default() += 1;
-                    }
-                }
-            }
-        }
+        let mut active = active_agents(self.batches.values().map(|(b, _)| b), engine);
         for (id, (b, _)) in self.batches.iter_mut() {
             if matches!(b.state, BatchState::Completed) {
                 continue;
@@ -173,50 +163,20 @@ impl BatchManager {
                     if running >= b.concurrency_limit as usize {
                         break;
                     }
-                    let Some(wf) = b.items[idx].workflow_id.clone() else {
-                        continue;
-                    };
-                    let Some(rec) = engine.get(&wf) else {
-                        b.items[idx].state = ItemState::ResumeFailed;
-                        b.items[idx].error = Some(format!("workflow {wf} is not held"));
-                        continue;
-                    };
-                    match rec.state {
-                        WorkflowState::Pausing => break, // keep the order: wait for it
-                        WorkflowState::Paused => {}
-                        s => {
-                            // Resumed by someone else, or finished meanwhile.
-                            b.items[idx].state = if s == WorkflowState::Completed {
-                                ItemState::Resumed
-                            } else {
-                                ItemState::Resuming
+                    match step(b, idx, id, engine, &active, capacity, now) {
+                        Step::Next => continue,
+                        Step::Wait => break,
+                        Step::Resume { wf, needs } => {
+                            let mut to = Resumes {
+                                engine: &mut *engine,
+                                dirty: &mut *dirty,
+                                resumed: &mut resumed,
+                                active: &mut active,
                             };
-                            continue;
-                        }
-                    }
-                    let needs = first_wave_agents(rec, b.in_flight, now);
-                    if let Some(full) = capacity_blocker(&needs, &active, capacity) {
-                        tracing::debug!(batch_id = %id, workflow_id = %wf, agent_type = %full, "resume waits for capacity");
-                        break;
-                    }
-                    let seq = rec.pause.as_ref().map(|p| p.seq);
-                    let plan = rec.resume_plan(b.in_flight, now);
-                    match engine.resume(&wf, &plan, now) {
-                        Some(Ok(_)) => {
-                            b.items[idx].state = ItemState::Resuming;
-                            b.items[idx].resumed_from_pause = seq;
-                            dirty.insert(wf.clone());
-                            resumed.push(wf.clone());
-                            running += 1;
-                            for a in needs {
-                                *active.entry(a).or_default() += 1;
+                            if to.resume(b, idx, wf, needs, now) {
+                                running += 1;
                             }
                         }
-                        Some(Err(e)) => {
-                            b.items[idx].state = ItemState::ResumeFailed;
-                            b.items[idx].error = Some(e.to_string());
-                        }
-                        None => {}
                     }
                 }
             }
@@ -227,6 +187,130 @@ impl BatchManager {
             }
         }
         resumed
+    }
+}
+
+/// Agent types held by the resumed-and-unfinished workflows of `batches`
+/// (the capacity rule counts them before a resume).
+pub(super) fn active_agents<'a>(
+    batches: impl Iterator<Item = &'a BatchRecord>,
+    engine: &Engine,
+) -> HashMap<String, usize> {
+    let mut active: HashMap<String, usize> = HashMap::new();
+    for b in batches {
+        for i in b.items.iter().filter(|i| i.state == ItemState::Resuming) {
+            if let Some(r) = i.workflow_id.as_deref().and_then(|id| engine.get(id)) {
+                for a in busy_agents(r) {
+                    *active.entry(a).or_default() += 1;
+                }
+            }
+        }
+    }
+    active
+}
+
+/// What the item next in resume order allows.
+pub(super) enum Step {
+    /// Nothing to resume here (no workflow, resumed or finished
+    /// meanwhile): go on with the next item.
+    Next,
+    /// Wait (a workflow still pausing keeps the order; capacity is full).
+    Wait,
+    /// Resume this workflow, which needs these agent types first.
+    Resume {
+        /// The item's workflow.
+        wf: String,
+        /// Agent types of its first ready tasks.
+        needs: Vec<String>,
+    },
+}
+
+/// Checks the item at `idx` of batch `id` for a resume, and notes on it
+/// what makes it no candidate.
+pub(super) fn step(
+    b: &mut BatchRecord,
+    idx: usize,
+    id: &str,
+    engine: &Engine,
+    active: &HashMap<String, usize>,
+    capacity: &HashMap<String, usize>,
+    now: DateTime<Utc>,
+) -> Step {
+    let Some(wf) = b.items[idx].workflow_id.clone() else {
+        return Step::Next;
+    };
+    let Some(rec) = engine.get(&wf) else {
+        b.items[idx].state = ItemState::ResumeFailed;
+        b.items[idx].error = Some(format!("workflow {wf} is not held"));
+        return Step::Next;
+    };
+    match rec.state {
+        WorkflowState::Pausing => return Step::Wait, // keep the order: wait for it
+        WorkflowState::Paused => {}
+        s => {
+            // Resumed by someone else, or finished meanwhile.
+            b.items[idx].state = if s == WorkflowState::Completed {
+                ItemState::Resumed
+            } else {
+                ItemState::Resuming
+            };
+            return Step::Next;
+        }
+    }
+    let needs = first_wave_agents(rec, b.in_flight, now);
+    if let Some(full) = capacity_blocker(&needs, active, capacity) {
+        tracing::debug!(batch_id = %id, workflow_id = %wf, agent_type = %full, "resume waits for capacity");
+        return Step::Wait;
+    }
+    Step::Resume { wf, needs }
+}
+
+/// Where a batch's resumes are applied and counted.
+pub(super) struct Resumes<'a> {
+    /// The workflows.
+    pub engine: &'a mut Engine,
+    /// Workflows to persist.
+    pub dirty: &'a mut HashSet<String>,
+    /// Workflows resumed by this drive.
+    pub resumed: &'a mut Vec<String>,
+    /// Agent types held by resumed workflows (see [`active_agents`]).
+    pub active: &'a mut HashMap<String, usize>,
+}
+
+impl Resumes<'_> {
+    /// Resumes `wf`, the workflow of item `idx` that [`step`] let through;
+    /// `true` if it resumed (a refusal is noted on the item).
+    pub fn resume(
+        &mut self,
+        b: &mut BatchRecord,
+        idx: usize,
+        wf: String,
+        needs: Vec<String>,
+        now: DateTime<Utc>,
+    ) -> bool {
+        let Some(rec) = self.engine.get(&wf) else {
+            return false;
+        };
+        let seq = rec.pause.as_ref().map(|p| p.seq);
+        let plan = rec.resume_plan(b.in_flight, now);
+        match self.engine.resume(&wf, &plan, now) {
+            Some(Ok(_)) => {
+                b.items[idx].state = ItemState::Resuming;
+                b.items[idx].resumed_from_pause = seq;
+                self.dirty.insert(wf.clone());
+                self.resumed.push(wf);
+                for a in needs {
+                    *self.active.entry(a).or_default() += 1;
+                }
+                true
+            }
+            Some(Err(e)) => {
+                b.items[idx].state = ItemState::ResumeFailed;
+                b.items[idx].error = Some(e.to_string());
+                false
+            }
+            None => false,
+        }
     }
 }
 

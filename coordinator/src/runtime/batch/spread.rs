@@ -18,12 +18,11 @@ use chrono::{DateTime, Utc};
 
 use caucus_shared::redis::BatchSlots;
 
-use super::logic::{capacity_blocker, BatchRecord, BatchState, ItemState};
-use super::resume::{busy_agents, first_wave_agents, follow, stop_if_failing};
+use super::logic::{BatchRecord, BatchState, ItemState};
+use super::resume::{active_agents, follow, step, stop_if_failing, Resumes, Step};
 use super::BatchManager;
 use crate::engine::Engine;
 use crate::runtime::partition::Partition;
-use crate::workflow::WorkflowState;
 
 /// How long the scheduler waits for one slot call: it waits inside its
 /// tick, so a Redis that does not answer must not stall the partition;
@@ -161,16 +160,7 @@ impl BatchManager {
         };
         let mut resumed = Vec::new();
         let ratio = self.ratio;
-        let mut active: HashMap<String, usize> = HashMap::new();
-        for (b, _) in self.batches.values() {
-            for i in b.items.iter().filter(|i| i.state == ItemState::Resuming) {
-                if let Some(r) = i.workflow_id.as_deref().and_then(|id| engine.get(id)) {
-                    for a in busy_agents(r) {
-                        *active.entry(a).or_default() += 1;
-                    }
-                }
-            }
-        }
+        let mut active = active_agents(self.batches.values().map(|(b, _)| b), engine);
         for (id, (b, _)) in self.batches.iter_mut() {
             // A completed part has nothing to follow, but may still hold
             // slots (a release that failed, or a takeover).
@@ -195,55 +185,24 @@ impl BatchManager {
                     if running >= b.concurrency_limit as usize {
                         break;
                     }
-                    let Some(wf) = b.items[idx].workflow_id.clone() else {
-                        continue;
+                    let (wf, needs) = match step(b, idx, id, engine, &active, capacity, now) {
+                        Step::Next => continue,
+                        Step::Wait => break,
+                        Step::Resume { wf, needs } => (wf, needs),
                     };
-                    let Some(rec) = engine.get(&wf) else {
-                        b.items[idx].state = ItemState::ResumeFailed;
-                        b.items[idx].error = Some(format!("workflow {wf} is not held"));
-                        continue;
-                    };
-                    match rec.state {
-                        WorkflowState::Pausing => break, // keep the order: wait for it
-                        WorkflowState::Paused => {}
-                        s => {
-                            b.items[idx].state = if s == WorkflowState::Completed {
-                                ItemState::Resumed
-                            } else {
-                                ItemState::Resuming
-                            };
-                            continue;
-                        }
-                    }
-                    let needs = first_wave_agents(rec, b.in_flight, now);
-                    if let Some(full) = capacity_blocker(&needs, &active, capacity) {
-                        tracing::debug!(batch_id = %id, workflow_id = %wf, agent_type = %full, "resume waits for capacity");
-                        break;
-                    }
                     if !spread.acquire(id, &wf, b.concurrency_limit).await {
                         tracing::debug!(batch_id = %id, workflow_id = %wf, "resume waits for a batch slot");
                         break;
                     }
-                    let rec = engine.get(&wf).expect("checked above");
-                    let seq = rec.pause.as_ref().map(|p| p.seq);
-                    let plan = rec.resume_plan(b.in_flight, now);
-                    match engine.resume(&wf, &plan, now) {
-                        Some(Ok(_)) => {
-                            b.items[idx].state = ItemState::Resuming;
-                            b.items[idx].resumed_from_pause = seq;
-                            dirty.insert(wf.clone());
-                            resumed.push(wf.clone());
-                            running += 1;
-                            for a in needs {
-                                *active.entry(a).or_default() += 1;
-                            }
-                        }
-                        // The slot goes back at the next sync.
-                        Some(Err(e)) => {
-                            b.items[idx].state = ItemState::ResumeFailed;
-                            b.items[idx].error = Some(e.to_string());
-                        }
-                        None => {}
+                    // A refused resume's slot goes back at the next sync.
+                    let mut to = Resumes {
+                        engine: &mut *engine,
+                        dirty: &mut *dirty,
+                        resumed: &mut resumed,
+                        active: &mut active,
+                    };
+                    if to.resume(b, idx, wf, needs, now) {
+                        running += 1;
                     }
                 }
                 // Slots of resumes refused just now go back at once.
