@@ -131,8 +131,10 @@ impl Api {
                 .await
             {
                 Ok(r) => return r["workflows"].as_array().cloned().unwrap_or_default(),
+                // A scheduler busy loading the partitions it just took
+                // over may answer `timeout`: transient too.
                 Err(e)
-                    if matches!(e.code.as_str(), "standby" | "unavailable")
+                    if matches!(e.code.as_str(), "standby" | "unavailable" | "timeout")
                         && Instant::now() < deadline =>
                 {
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -549,5 +551,58 @@ pub fn wait_leading(c: &Service, timeout: Duration) -> Leading {
             c.output()
         );
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Partitions the two-coordinator rig divides.
+pub const RIG_PARTITIONS: u32 = 4;
+
+/// Two coordinators holding 2 of [`RIG_PARTITIONS`] partitions each, the
+/// API client, and each partition's owner.
+pub struct TwoCoordinators {
+    /// The servers.
+    pub stack: Stack,
+    /// The coordinators.
+    pub c: [Service; 2],
+    /// Their instance ids.
+    pub ids: [String; 2],
+    /// The API client.
+    pub api: Api,
+    /// The owner (instance id) of each partition.
+    pub owner: Vec<String>,
+}
+
+impl TwoCoordinators {
+    /// Starts both and waits for the 2/2 split.
+    pub async fn start() -> TwoCoordinators {
+        let stack = Stack::start();
+        let partitions = RIG_PARTITIONS.to_string();
+        let env = [("CAUCUS_COORDINATOR_PARTITIONS", partitions.as_str())];
+        let c1 = coordinator(&stack, &env);
+        let c2 = coordinator(&stack, &env);
+        let ids = [instance_id(&c1), instance_id(&c2)];
+        let api = Api::connect(&stack).await;
+        let owner = eventually("a 2/2 split", Duration::from_secs(30), || async {
+            let v = call(&api, "partitions", json!({})).await.ok()?;
+            let owners: Vec<String> = (0..RIG_PARTITIONS)
+                .map(|p| {
+                    v["partitions"][p.to_string()]["owner"]
+                        .as_str()
+                        .map(String::from)
+                })
+                .collect::<Option<_>>()?;
+            let split = ids
+                .iter()
+                .all(|id| owners.iter().filter(|o| *o == id).count() == 2);
+            split.then_some(owners)
+        })
+        .await;
+        TwoCoordinators {
+            stack,
+            c: [c1, c2],
+            ids,
+            api,
+            owner,
+        }
     }
 }

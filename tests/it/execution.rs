@@ -13,6 +13,17 @@ fn ts(v: &Value) -> DateTime<Utc> {
     v.as_str().expect("timestamp").parse().expect("rfc3339")
 }
 
+/// How many `completed` events each task published.
+fn completions_by_task(events: &[Value]) -> HashMap<String, usize> {
+    let mut completions: HashMap<String, usize> = HashMap::new();
+    for e in events.iter().filter(|e| e["status"] == "completed") {
+        *completions
+            .entry(e["task_id"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    completions
+}
+
 /// Capacity 1, two ready tasks of one agent type: the one with the longer
 /// remaining path starts first even though it was submitted second.
 #[tokio::test(flavor = "multi_thread")]
@@ -198,12 +209,7 @@ async fn coordinator_restart_resumes_from_kv() {
     let wfs = api.wait_completed(&ids, Duration::from_secs(60)).await;
     assert_eq!(wfs.len(), 12);
     let events = task_events(&api.nats).await;
-    let mut completions: HashMap<String, usize> = HashMap::new();
-    for e in events.iter().filter(|e| e["status"] == "completed") {
-        *completions
-            .entry(e["task_id"].as_str().unwrap().to_string())
-            .or_default() += 1;
-    }
+    let completions = completions_by_task(&events);
     for w in &wfs {
         for k in ["x", "y"] {
             let t = &w["tasks"][k];
@@ -281,12 +287,7 @@ async fn a_coordinator_killed_while_its_writes_wait_runs_no_task_twice() {
     let _c2 = coordinator(&stack, &env);
     let wfs = api.wait_completed(&ids, Duration::from_secs(60)).await;
     let events = task_events(&api.nats).await;
-    let mut completions: HashMap<String, usize> = HashMap::new();
-    for e in events.iter().filter(|e| e["status"] == "completed") {
-        *completions
-            .entry(e["task_id"].as_str().unwrap().to_string())
-            .or_default() += 1;
-    }
+    let completions = completions_by_task(&events);
     for w in &wfs {
         for k in ["x", "y"] {
             assert_eq!(w["tasks"][k]["state"], "completed");

@@ -15,56 +15,17 @@ use caucus_harness::{Service, Stack};
 use serde_json::{json, Value};
 
 use crate::common::{
-    call, coordinator, eventually, instance_id, pipeline, publish_envelope, wait_paused, worker,
-    Api,
+    call, coordinator, eventually, pipeline, publish_envelope, wait_paused, worker, Api,
 };
 
-const PARTITIONS: u32 = 4;
+use crate::common::TwoCoordinators as Two;
+use crate::common::RIG_PARTITIONS as PARTITIONS;
 /// Items submitted twice: each has an older and a latest workflow. With
 /// 16 the chance that no item's two workflows have different owners is
 /// 2⁻¹⁶.
 const ITEMS: usize = 16;
 
-/// Two coordinators holding 2 partitions each; the API client; each
-/// partition's owner.
-struct Two {
-    stack: Stack,
-    _c: [Service; 2],
-    api: Api,
-    owner: Vec<String>,
-}
-
 impl Two {
-    async fn start() -> Two {
-        let stack = Stack::start();
-        let env = [("CAUCUS_COORDINATOR_PARTITIONS", "4")];
-        let c1 = coordinator(&stack, &env);
-        let c2 = coordinator(&stack, &env);
-        let ids = [instance_id(&c1), instance_id(&c2)];
-        let api = Api::connect(&stack).await;
-        let owner = eventually("a 2/2 split", Duration::from_secs(30), || async {
-            let v = call(&api, "partitions", json!({})).await.ok()?;
-            let owners: Vec<String> = (0..PARTITIONS)
-                .map(|p| {
-                    v["partitions"][p.to_string()]["owner"]
-                        .as_str()
-                        .map(String::from)
-                })
-                .collect::<Option<_>>()?;
-            let split = ids
-                .iter()
-                .all(|id| owners.iter().filter(|o| *o == id).count() == 2);
-            split.then_some(owners)
-        })
-        .await;
-        Two {
-            stack,
-            _c: [c1, c2],
-            api,
-            owner,
-        }
-    }
-
     /// The coordinator that owns `workflow_id`.
     fn owner_of(&self, workflow_id: &str) -> &str {
         &self.owner[caucus_shared::partition::of(workflow_id, PARTITIONS) as usize]
