@@ -40,6 +40,9 @@ const STORY_TICKERS: usize = 10;
 
 /// How long to wait for the extra worker's capacity to show up.
 const SCALE_DEADLINE: Duration = Duration::from_secs(30);
+/// How long the demo waits for a valuation worker's slots to be
+/// registered (a worker registers right after it reports ready).
+const REGISTRATION_WAIT: Duration = Duration::from_secs(15);
 
 /// How long the expert's re-runs may take before the demo gives up.
 const RERUN_DEADLINE: Duration = Duration::from_secs(90);
@@ -83,7 +86,16 @@ pub async fn run(client: &Client, config: &Config, n: usize, unit_ms: u64) -> an
     // capacities go to `plan` (another type, e.g. one whose worker died and
     // that still shows at capacity 0, has nothing to do with this batch).
     let agents = plan_agent_types(&p1.plan);
-    let caps = pipeline_capacities(&live_capacities(client).await?, &agents);
+    // A worker registers its slots right after it reports ready, so a
+    // demo started the moment the stack is up may ask first: wait a while.
+    let deadline = Instant::now() + REGISTRATION_WAIT;
+    let caps = loop {
+        let caps = pipeline_capacities(&live_capacities(client).await?, &agents);
+        if caps.get("valuation").copied().unwrap_or(0) > 0 || Instant::now() >= deadline {
+            break caps;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     let val1 = caps.get("valuation").copied().unwrap_or(0);
     if val1 == 0 {
         anyhow::bail!("no valuation worker is registered: start the stack with `scripts/stack up`");
