@@ -61,6 +61,16 @@ pub struct BatchCounts {
     pub skipped: usize,
 }
 
+/// Whether a person's batch pause naming an item in state `s` pauses it
+/// again (it resumed since, or its pause or resume failed); the
+/// correlator's repeated triggers only add items it has not named.
+pub fn paused_again(s: ItemState) -> bool {
+    matches!(
+        s,
+        ItemState::Resuming | ItemState::Resumed | ItemState::ResumeFailed | ItemState::Failed
+    )
+}
+
 /// True when more than `ratio` of the finished operations failed, judged
 /// once a first wave (`wave` operations, or all if fewer) has finished.
 pub fn exceeds_failure_ratio(

@@ -8,9 +8,10 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use caucus_shared::api::coordinator::control::{BatchStatusReply, InFlightPolicy, ItemState};
+use caucus_shared::api::coordinator::control::{BatchStatusReply, InFlightPolicy};
 use caucus_shared::nats::ApiError;
 
+use super::logic::paused_again;
 use super::pause::{resolve_targets, valid_id};
 use super::resume::{new_resume_batch, resume_item};
 use super::BatchManager;
@@ -79,16 +80,8 @@ impl BatchManager {
         }
         if let Some((b, _)) = self.batches.get_mut(&p.batch_id) {
             let before = b.items.len();
-            b.items.retain(|i| {
-                !(p.forget.contains(&i.item)
-                    && matches!(
-                        i.state,
-                        ItemState::Resuming
-                            | ItemState::Resumed
-                            | ItemState::ResumeFailed
-                            | ItemState::Failed
-                    ))
-            });
+            b.items
+                .retain(|i| !(p.forget.contains(&i.item) && paused_again(i.state)));
             if b.items.len() != before {
                 b.refresh_state();
                 b.updated_at = now;

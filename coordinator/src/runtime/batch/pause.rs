@@ -9,7 +9,9 @@ use caucus_shared::messages::BatchTrigger;
 use caucus_shared::nats::ApiError;
 use chrono::{DateTime, Utc};
 
-use super::logic::{BatchItem, BatchRecord, BatchState, ItemState, BATCH_SCHEMA_VERSION};
+use super::logic::{
+    paused_again, BatchItem, BatchRecord, BatchState, ItemState, BATCH_SCHEMA_VERSION,
+};
 use super::{latest_by_item, BatchManager, BatchPauseArgs};
 use crate::engine::Engine;
 use crate::workflow::{InFlightPolicy, PauseOutcome, PauseSpec, WorkflowState};
@@ -180,16 +182,8 @@ impl BatchManager {
         // correlator's repeated triggers only add items it has not named.
         if trigger_source != "correlator" {
             let again: BTreeSet<&str> = targets.iter().map(|(i, _)| i.as_str()).collect();
-            b.items.retain(|i| {
-                !(again.contains(i.item.as_str())
-                    && matches!(
-                        i.state,
-                        ItemState::Resuming
-                            | ItemState::Resumed
-                            | ItemState::ResumeFailed
-                            | ItemState::Failed
-                    ))
-            });
+            b.items
+                .retain(|i| !(again.contains(i.item.as_str()) && paused_again(i.state)));
         }
         let known: BTreeSet<String> = b.items.iter().map(|i| i.item.clone()).collect();
         let new: Vec<(String, Option<String>)> = targets

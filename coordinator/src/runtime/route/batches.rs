@@ -19,13 +19,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use caucus_shared::api::coordinator::control::{
     BatchPauseRequest, BatchResume, BatchResumeRequest, BatchState, BatchStatus, BatchStatusReply,
-    BatchStatusRequest, ItemState, CODE_BATCH_STOPPED,
+    BatchStatusRequest, CODE_BATCH_STOPPED,
 };
 use caucus_shared::api::{Operation, CODE_NOT_FOUND};
 use caucus_shared::messages::BatchTrigger;
 use caucus_shared::nats::ApiError;
 
 use super::{by_item, Router};
+use crate::runtime::batch::logic::paused_again;
 use crate::runtime::batch::{
     batch_id_for_correlation, trigger_reason, valid_id, PartPause, PartResume,
 };
@@ -58,20 +59,13 @@ impl Operation for BatchPartResume {
     type Reply = BatchStatusReply;
 }
 
-fn batch_of(r: ControlReply) -> Option<BatchStatusReply> {
-    match r {
-        ControlReply::Batch(b) => Some(b),
-        _ => None,
-    }
-}
-
 /// Makes the internal operations answerable by this instance's schedulers.
 pub fn register(router: &Router) {
     router.register::<BatchPartPause, _, _>(|h, p| async move {
-        call::<BatchPartPause>(ControlOp::PartPause(p), batch_of, || Ok(h)).await
+        call::<BatchPartPause>(ControlOp::PartPause(p), ControlReply::into_batch, || Ok(h)).await
     });
     router.register::<BatchPartResume, _, _>(|h, p| async move {
-        call::<BatchPartResume>(ControlOp::PartResume(p), batch_of, || Ok(h)).await
+        call::<BatchPartResume>(ControlOp::PartResume(p), ControlReply::into_batch, || Ok(h)).await
     });
 }
 
@@ -108,15 +102,6 @@ where
     parts
 }
 
-/// Item states a person's batch pause pauses again (with one partition
-/// the part drops them and adds the item's latest workflow anew).
-const PAUSED_AGAIN: [ItemState; 4] = [
-    ItemState::Resuming,
-    ItemState::Resumed,
-    ItemState::ResumeFailed,
-    ItemState::Failed,
-];
-
 /// Items with their latest workflow (none: no partition holds one).
 type Targets = Vec<(String, Option<String>)>;
 
@@ -142,7 +127,7 @@ fn plan(
             kept.push((item, wf));
             continue;
         }
-        if correlator || old.iter().any(|i| !PAUSED_AGAIN.contains(&i.state)) {
+        if correlator || old.iter().any(|i| !paused_again(i.state)) {
             continue;
         }
         let to = partition_of(wf.as_deref());
@@ -371,7 +356,7 @@ pub fn merge(parts: Vec<BatchStatusReply>) -> Option<BatchStatusReply> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use caucus_shared::api::coordinator::control::BatchItem;
+    use caucus_shared::api::coordinator::control::{BatchItem, ItemState};
     use chrono::{TimeZone, Utc};
 
     fn part(state: BatchState, items: &[(&str, ItemState)], minute: u32) -> BatchStatusReply {
