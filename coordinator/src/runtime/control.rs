@@ -62,6 +62,32 @@ pub enum ControlReply {
     Batch(BatchStatusReply),
 }
 
+impl ControlReply {
+    /// The reply to a pause, if it is one.
+    pub fn into_pause(self) -> Option<PauseReply> {
+        match self {
+            ControlReply::Pause(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The reply to a resume, if it is one.
+    pub fn into_resume(self) -> Option<ResumeReply> {
+        match self {
+            ControlReply::Resume(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The reply to a batch operation, if it is one.
+    pub fn into_batch(self) -> Option<BatchStatusReply> {
+        match self {
+            ControlReply::Batch(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
 /// Pause and batch state of the leader.
 pub struct Control {
     /// Checkpoints, notifications, reminders, failure events.

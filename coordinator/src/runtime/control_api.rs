@@ -4,33 +4,12 @@
 //! answer with its typed reply.
 
 use caucus_shared::api::coordinator::control::{
-    BatchPause, BatchResume, BatchStatus, BatchStatusReply, Pause, PauseReply, Resume, ResumeReply,
+    BatchPause, BatchResume, BatchStatus, Pause, Resume,
 };
 
 use super::control::{ControlOp, ControlReply};
 use super::control_call::call;
 use super::route::{batches, by_item};
-
-fn pause_reply(r: ControlReply) -> Option<PauseReply> {
-    match r {
-        ControlReply::Pause(p) => Some(p),
-        _ => None,
-    }
-}
-
-fn resume_reply(r: ControlReply) -> Option<ResumeReply> {
-    match r {
-        ControlReply::Resume(p) => Some(p),
-        _ => None,
-    }
-}
-
-fn batch_reply(r: ControlReply) -> Option<BatchStatusReply> {
-    match r {
-        ControlReply::Batch(b) => Some(b),
-        _ => None,
-    }
-}
 
 /// Registers the pause, resume and batch operations (the leader answers).
 /// With several partitions a pause or resume by item runs on the owner of
@@ -43,14 +22,18 @@ pub fn routes(svc: &mut caucus_shared::service::Service, router: &super::route::
         svc,
         router,
         |r| r.workflow_id.as_deref(),
-        |h, req| async move { call::<Pause>(ControlOp::Pause(req), pause_reply, || Ok(h)).await },
+        |h, req| async move {
+            call::<Pause>(ControlOp::Pause(req), ControlReply::into_pause, || Ok(h)).await
+        },
         |router, req| async move { by_item::pause(&router, req).await },
     );
     super::route::by_workflow_or::<Resume, _, _, _, _>(
         svc,
         router,
         |r| r.workflow_id.as_deref(),
-        |h, req| async move { call::<Resume>(ControlOp::Resume(req), resume_reply, || Ok(h)).await },
+        |h, req| async move {
+            call::<Resume>(ControlOp::Resume(req), ControlReply::into_resume, || Ok(h)).await
+        },
         |router, req| async move { by_item::resume(&router, req).await },
     );
     // A batch names no one workflow: with several partitions every
@@ -60,7 +43,10 @@ pub fn routes(svc: &mut caucus_shared::service::Service, router: &super::route::
         router,
         |_| None,
         |h, req| async move {
-            call::<BatchPause>(ControlOp::BatchPause(req), batch_reply, || Ok(h)).await
+            call::<BatchPause>(ControlOp::BatchPause(req), ControlReply::into_batch, || {
+                Ok(h)
+            })
+            .await
         },
         |router, req| async move { batches::pause(&router, req).await },
     );
@@ -69,7 +55,12 @@ pub fn routes(svc: &mut caucus_shared::service::Service, router: &super::route::
         router,
         |_| None,
         |h, req| async move {
-            call::<BatchResume>(ControlOp::BatchResume(req), batch_reply, || Ok(h)).await
+            call::<BatchResume>(
+                ControlOp::BatchResume(req),
+                ControlReply::into_batch,
+                || Ok(h),
+            )
+            .await
         },
         |router, req| async move { batches::resume(&router, req).await },
     );
@@ -78,7 +69,12 @@ pub fn routes(svc: &mut caucus_shared::service::Service, router: &super::route::
         router,
         |_| None,
         |h, req| async move {
-            call::<BatchStatus>(ControlOp::BatchStatus(req), batch_reply, || Ok(h)).await
+            call::<BatchStatus>(
+                ControlOp::BatchStatus(req),
+                ControlReply::into_batch,
+                || Ok(h),
+            )
+            .await
         },
         |router, req| async move { batches::status(&router, req).await },
     );
