@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::common::{coordinator, eventually, pipeline, worker, Api};
+use crate::common::{coordinator, eventually, index_keys, pipeline, worker, Api};
 use async_nats::jetstream;
 use caucus_harness::Stack;
 use serde_json::json;
@@ -50,15 +50,12 @@ async fn large_outputs_live_outside_the_record() {
     // records; the index entry goes only after the record's finishing
     // write (and the large outputs before it), so once it is gone the
     // reads below see the final records.
-    let active = js.get_key_value("caucus_workflows_active").await.unwrap();
-    for id in &ids {
-        eventually(
-            &format!("{id} to leave the index of unfinished workflows"),
-            Duration::from_secs(20),
-            || async { active.get(id).await.unwrap().is_none().then_some(()) },
-        )
-        .await;
-    }
+    eventually(
+        "the workflows to leave the index of unfinished workflows",
+        Duration::from_secs(20),
+        || async { index_keys(&api.nats).await.is_empty().then_some(()) },
+    )
+    .await;
     let records = js.get_key_value("caucus_workflows").await.unwrap();
     for id in &ids {
         let body = records.get(id).await.unwrap().expect("record");

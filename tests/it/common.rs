@@ -606,3 +606,16 @@ impl TwoCoordinators {
         }
     }
 }
+
+/// The keys of the index of unfinished workflows (`workflows_active`)
+/// other than its markers (`_index_built`, `_epoch*`): workflows' own keys
+/// and index groups' (`_grp.<first id>`).
+pub async fn index_keys(nats: &async_nats::Client) -> Vec<String> {
+    use futures::TryStreamExt;
+    let js = async_nats::jetstream::new(nats.clone());
+    let active = js.get_key_value("caucus_workflows_active").await.unwrap();
+    let keys: Vec<String> = active.keys().await.unwrap().try_collect().await.unwrap();
+    keys.into_iter()
+        .filter(|k| k != "_index_built" && !k.starts_with("_epoch"))
+        .collect()
+}

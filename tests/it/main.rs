@@ -35,6 +35,7 @@ mod gate_review_dry_run;
 mod gates;
 mod health;
 mod identity;
+mod index_groups;
 mod level_review;
 mod macro_broadcast;
 mod metrics_scrape;

@@ -214,11 +214,11 @@ async fn submit_in_span(
                 adjust(&mut rec);
                 records.push(rec);
             }
-            let step = Submissions::store_workflows(&grant.store, records).await;
+            let step = Submissions::store_workflows(&grant.store, records, grant.partitions).await;
             created += step.created;
             existing += step.existing;
             let stored = step.records.len();
-            let adopted = target.adopt(step.records).await;
+            let adopted = target.adopt(step.records, step.groups).await;
             let failure = match (&adopted, step.error) {
                 (Ok(_), None) => None,
                 (Ok(_), Some(e)) => Some(e),

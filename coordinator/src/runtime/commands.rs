@@ -76,6 +76,8 @@ pub enum Command {
     AdoptIds {
         /// Their ids.
         ids: Vec<String>,
+        /// The index group they were indexed under, if any.
+        group: Option<String>,
         /// How many it holds now.
         reply: oneshot::Sender<usize>,
     },

@@ -17,6 +17,7 @@ pub mod gates;
 pub mod gates_api;
 mod gates_package;
 pub mod inbound;
+pub mod index_groups;
 pub mod leader;
 pub(crate) mod metrics;
 pub mod partition;

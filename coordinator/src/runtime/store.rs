@@ -4,16 +4,19 @@
 //! Three buckets, one concept each:
 //! - `workflows`: one record per workflow. A finished record is written
 //!   with a per-message TTL (`coordinator.retain_history`) and expires.
-//! - `workflows_active`: an index, one empty key per unfinished workflow,
-//!   so a takeover reads the unfinished records only, however many
-//!   finished ones are kept. The index entry is created before the record
-//!   and removed after the record's finishing write, so every unfinished
-//!   record is indexed (an entry left behind by a crash is found finished
-//!   at the next load and removed then).
+//! - `workflows_active`: an index of the unfinished workflows, so a
+//!   takeover reads the unfinished records only, however many finished
+//!   ones are kept: one key per submission step and partition listing its
+//!   workflows (`index_groups`), or an empty key of its own for a workflow
+//!   brought back unfinished. An entry is created before its records and
+//!   removed after the finishing write of the last of them, so every
+//!   unfinished record is indexed (an entry left behind by a crash is
+//!   found finished at the next load and removed then).
 //! - `task_outputs`: outputs over `coordinator.inline_output_bytes`, one
 //!   key per task attempt, written before the record that points at them,
 //!   with the same TTL once the workflow finished.
 
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
@@ -26,6 +29,7 @@ use caucus_shared::nats::topology::ensure_kv_with_ttl;
 use caucus_shared::subjects::Subjects;
 
 use super::batch::BatchLoadError;
+use super::index_groups::{group_key, is_group, IndexGroup, INDEX_GROUP_SCHEMA_VERSION};
 use super::partition::Partition;
 use crate::workflow::WorkflowRecord;
 
@@ -53,6 +57,21 @@ fn epoch_key(part: Partition) -> String {
 }
 /// Records or outputs read at once on a takeover.
 const LOAD_CONCURRENCY: usize = 128;
+/// How old an index group whose workflows were never stored must be to be
+/// removed: its submission stopped part-way (a live one stores a step's
+/// records within seconds of its group).
+pub const GROUP_ABANDONED_AFTER: Duration = Duration::from_secs(3600);
+
+/// What a takeover loads ([`WorkflowStore::load_unfinished`]).
+#[derive(Debug, Default)]
+pub struct Unfinished {
+    /// The partition's unfinished records, with their revisions.
+    pub records: Vec<(WorkflowRecord, u64)>,
+    /// The highest fencing epoch known.
+    pub max_epoch: u64,
+    /// The partition's index groups, each with its members not finished.
+    pub groups: Vec<(String, Vec<String>)>,
+}
 
 /// Errors of the workflow store.
 #[derive(Debug, thiserror::Error)]
@@ -218,11 +237,11 @@ impl WorkflowStore {
         }
     }
 
-    /// Creates a new record (and first its index entry); fails if the id
-    /// exists.
+    /// Creates a new record; fails if the id exists. Index it first
+    /// ([`Self::index_group`] or [`Self::index`]): an unindexed unfinished
+    /// record is not found by a takeover.
     pub async fn create(&self, rec: &WorkflowRecord) -> Result<u64, StoreError> {
         let id = &rec.workflow_id;
-        self.index(id).await?;
         let mut rec = rec.clone();
         self.records
             .create(id, encode(&mut rec))
@@ -230,7 +249,8 @@ impl WorkflowStore {
             .map_err(|e| nats_err(&format!("create {id}"), e))
     }
 
-    /// Marks `id` unfinished in the index (idempotent).
+    /// Marks `id` unfinished in the index under a key of its own
+    /// (idempotent).
     pub async fn index(&self, id: &str) -> Result<(), StoreError> {
         self.active
             .put(id, Bytes::new())
@@ -239,9 +259,35 @@ impl WorkflowStore {
             .map_err(|e| nats_err(&format!("index {id}"), e))
     }
 
+    /// Marks `ids` (of one partition, not empty) unfinished in the index
+    /// under one group key, which it returns (idempotent: the same ids
+    /// give the same key).
+    pub async fn index_group(&self, ids: Vec<String>) -> Result<String, StoreError> {
+        let key = group_key(ids.first().map_or("", String::as_str));
+        let body = serde_json::to_vec(&IndexGroup {
+            schema_version: INDEX_GROUP_SCHEMA_VERSION,
+            workflow_ids: ids,
+        })
+        .expect("index groups serialise");
+        self.active
+            .put(&key, body.into())
+            .await
+            .map_err(|e| nats_err(&format!("index {key}"), e))?;
+        Ok(key)
+    }
+
+    /// Removes an index key (a workflow's own, or a group's) once what it
+    /// indexes is finished and stored. Best effort: a key left behind is
+    /// found finished at the next load and removed then.
+    pub async fn unindex(&self, key: &str) {
+        if let Err(e) = self.active.delete(key).await {
+            tracing::debug!(key, error = %e, "index entry not removed");
+        }
+    }
+
     /// Writes an [`encode`]d record if the stored revision is still
-    /// `revision`. A `finished` record is written with the history TTL,
-    /// and its index entry removed afterwards.
+    /// `revision`. A `finished` record is written with the history TTL
+    /// (its index entry is the caller's to remove, [`Self::unindex`]).
     pub async fn update_encoded(
         &self,
         id: &str,
@@ -258,14 +304,8 @@ impl WorkflowStore {
                 }
             });
         }
-        let rev = self
-            .put_expiring(&self.records_bucket, id, body, Some(revision))
-            .await?;
-        if let Err(e) = self.active.delete(id).await {
-            // Found finished and removed at the next load.
-            tracing::debug!(workflow_id = %id, error = %e, "index entry not removed");
-        }
-        Ok(rev)
+        self.put_expiring(&self.records_bucket, id, body, Some(revision))
+            .await
     }
 
     /// A KV write with a per-message TTL (and a revision check when
@@ -386,24 +426,46 @@ impl WorkflowStore {
         Ok(())
     }
 
-    /// Every unfinished record (start-up / takeover), read through the
-    /// index, and the highest fencing epoch known (from the records read
-    /// and the one `part`'s last tenure noted). Index entries of records
-    /// found finished or gone are removed. A store written before the
-    /// index existed is scanned once in full and indexed.
+    /// Every unfinished record of `part` (start-up / takeover), read
+    /// through the index, the highest fencing epoch known (from the records
+    /// read and the one `part`'s last tenure noted), and `part`'s index
+    /// groups with their members not finished. Index keys whose records
+    /// are all finished or gone are removed (a group's only once it is
+    /// older than [`GROUP_ABANDONED_AFTER`] while a member was never
+    /// stored: its submission may still be storing it). A store written
+    /// before the index existed is scanned once in full and indexed.
     pub async fn load_unfinished(
         &self,
         part: Partition,
-    ) -> Result<(Vec<(WorkflowRecord, u64)>, u64), StoreError> {
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Unfinished, StoreError> {
         let built = self.marker(INDEX_BUILT).await?.is_some();
         let mut max_epoch = self.marker(&epoch_key(part)).await?.unwrap_or(0);
-        let ids: Vec<String> = if built {
+        let keys: Vec<String> = if built {
             self.keys(&self.active).await?
         } else {
             self.keys(&self.records).await?
         };
-        let loaded: Vec<(String, Option<(WorkflowRecord, u64)>)> = futures::stream::iter(ids)
-            .filter(|id| futures::future::ready(!id.starts_with('_')))
+        let (group_keys, own): (Vec<String>, Vec<String>) =
+            keys.into_iter().partition(|k| is_group(k));
+        // Another partition's keys are its owner's: reading them costs a
+        // takeover time, and removing one whose record is being written
+        // would unindex it.
+        let own: Vec<String> = own
+            .into_iter()
+            .filter(|k| !k.starts_with('_') && part.owns(k))
+            .collect();
+        let groups = self.read_groups(group_keys, part, now).await?;
+        let mut ids: Vec<String> = own.clone();
+        let mut seen: HashSet<String> = own.iter().cloned().collect();
+        for (_, g, _) in &groups {
+            for id in &g.workflow_ids {
+                if seen.insert(id.clone()) {
+                    ids.push(id.clone());
+                }
+            }
+        }
+        let loaded: HashMap<String, Option<(WorkflowRecord, u64)>> = futures::stream::iter(ids)
             .map(|id| async move {
                 match self.get_bare(&id).await {
                     Ok(r) => Ok((id, r)),
@@ -417,24 +479,48 @@ impl WorkflowStore {
             .buffer_unordered(LOAD_CONCURRENCY)
             .try_collect()
             .await?;
-        let mut unfinished = Vec::new();
-        let mut stale = Vec::new();
-        for (id, r) in loaded {
-            match r {
-                Some((rec, rev)) => {
-                    max_epoch = max_epoch.max(rec.epoch);
-                    if rec.state.is_terminal() {
-                        stale.push(id);
-                    } else {
-                        unfinished.push((rec, rev));
-                    }
+        let finished = |id: &str| {
+            loaded
+                .get(id)
+                .and_then(Option::as_ref)
+                .is_some_and(|(r, _)| r.state.is_terminal())
+        };
+        let mut stale: Vec<String> = own
+            .iter()
+            .filter(|id| !matches!(loaded.get(*id), Some(Some((r, _))) if !r.state.is_terminal()))
+            .cloned()
+            .collect();
+        let mut pending_groups = Vec::new();
+        for (key, g, age) in groups {
+            let pending: Vec<String> = g
+                .workflow_ids
+                .into_iter()
+                .filter(|id| !finished(id))
+                .collect();
+            let never_stored = pending
+                .iter()
+                .all(|id| matches!(loaded.get(id), Some(None)));
+            if pending.is_empty() || (never_stored && age > GROUP_ABANDONED_AFTER) {
+                if !pending.is_empty() {
+                    tracing::warn!(key = %key, workflows = pending.len(), "index group whose workflows were never stored (their submission stopped); removed");
                 }
-                None => stale.push(id),
+                stale.push(key);
+            } else {
+                pending_groups.push((key, pending));
+            }
+        }
+        let mut unfinished = Vec::new();
+        for (_, r) in loaded {
+            if let Some((rec, rev)) = r {
+                max_epoch = max_epoch.max(rec.epoch);
+                if !rec.state.is_terminal() {
+                    unfinished.push((rec, rev));
+                }
             }
         }
         if built {
-            for id in stale {
-                let _ = self.active.delete(&id).await;
+            for key in stale {
+                self.unindex(&key).await;
             }
         } else {
             for (rec, _) in &unfinished {
@@ -445,7 +531,50 @@ impl WorkflowStore {
         for (rec, _) in unfinished.iter_mut() {
             self.fill_outputs(rec).await?;
         }
-        Ok((unfinished, max_epoch))
+        Ok(Unfinished {
+            records: unfinished,
+            max_epoch,
+            groups: pending_groups,
+        })
+    }
+
+    /// `part`'s index groups, each with how long ago it was written.
+    async fn read_groups(
+        &self,
+        keys: Vec<String>,
+        part: Partition,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<(String, IndexGroup, Duration)>, StoreError> {
+        let read: Vec<Option<(String, IndexGroup, Duration)>> = futures::stream::iter(keys)
+            .map(|key| async move {
+                let found: Option<kv::Entry> = self
+                    .active
+                    .entry(&key)
+                    .await
+                    .map_err(|e| nats_err(&format!("index {key}"), e))?;
+                let Some(e) = found.filter(|e| e.operation == kv::Operation::Put) else {
+                    return Ok::<_, StoreError>(None);
+                };
+                let g: IndexGroup = match serde_json::from_slice(&e.value) {
+                    Ok(g) => g,
+                    Err(err) => {
+                        // Left as it is: its workflows may be unfinished.
+                        tracing::error!(key = %key, error = %err, "unreadable index group skipped");
+                        return Ok(None);
+                    }
+                };
+                if !g.workflow_ids.first().is_some_and(|id| part.owns(id)) {
+                    return Ok(None);
+                }
+                let age = Duration::from_secs(
+                    (now.timestamp() - e.created.unix_timestamp()).max(0) as u64,
+                );
+                Ok(Some((key, g, age)))
+            })
+            .buffer_unordered(LOAD_CONCURRENCY)
+            .try_collect()
+            .await?;
+        Ok(read.into_iter().flatten().collect())
     }
 
     /// Notes the epoch of `part`'s tenure that has begun, so the next one

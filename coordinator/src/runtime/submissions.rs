@@ -21,7 +21,7 @@
 //! inserts them in memory: between two steps the scheduler dispatches and
 //! applies events as usual.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -60,8 +60,9 @@ pub enum SubmitOp {
     /// May this coordinator create workflow records now?
     Begin,
     /// Workflow records already stored in KV (with their revisions): the
-    /// scheduler takes over those it does not hold yet.
-    Adopt(Vec<(WorkflowRecord, u64)>),
+    /// scheduler takes over those it does not hold yet, and tracks the
+    /// index groups they were indexed under (key, members).
+    Adopt(Vec<(WorkflowRecord, u64)>, Vec<(String, Vec<String>)>),
 }
 
 /// The scheduler's yes to a [`SubmitOp`]: records created next carry
@@ -72,6 +73,9 @@ pub struct SubmitGrant {
     pub epoch: u64,
     /// The leader's workflow store.
     pub store: WorkflowStore,
+    /// How many partitions there are (`coordinator.partitions`): a step's
+    /// records are indexed in one group per partition.
+    pub partitions: u32,
 }
 
 /// Where a submission stands (stored in the record, shown by the API).
@@ -314,9 +318,30 @@ impl Submissions {
     pub async fn store_workflows(
         store: &WorkflowStore,
         records: Vec<WorkflowRecord>,
+        partitions: u32,
     ) -> StoredStep {
-        let results = join_all(records.iter().map(|r| store.create(r))).await;
+        // Indexed before any record is created: one group per partition,
+        // its owner's to remove once every member finished.
+        let mut by_partition: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+        for r in &records {
+            by_partition
+                .entry(caucus_shared::partition::of(&r.workflow_id, partitions))
+                .or_default()
+                .push(r.workflow_id.clone());
+        }
+        let groups: Vec<Vec<String>> = by_partition.into_values().collect();
+        let keys = join_all(groups.iter().map(|ids| store.index_group(ids.clone()))).await;
         let mut step = StoredStep::default();
+        for (ids, key) in groups.into_iter().zip(keys) {
+            match key {
+                Ok(key) => step.groups.push((key, ids)),
+                Err(e) => {
+                    step.error = Some(e.to_string());
+                    return step;
+                }
+            }
+        }
+        let results = join_all(records.iter().map(|r| store.create(r))).await;
         let mut first_err = None;
         for (rec, res) in records.into_iter().zip(results) {
             let create_err = match res {
@@ -362,6 +387,9 @@ pub struct StoredStep {
     pub existing: usize,
     /// The first record that could not be stored, and why.
     pub error: Option<String>,
+    /// The index groups the step's records were indexed under: key and
+    /// members (one per partition).
+    pub groups: Vec<(String, Vec<String>)>,
 }
 
 /// Held while a submission is being created by this process.

@@ -42,9 +42,10 @@ impl SubmitTo {
             })
             .await?
             .map_err(|e| ApiError::new("store_failed", e.to_string())),
-            SubmitTo::Partitions { store, .. } => Ok(SubmitGrant {
+            SubmitTo::Partitions { router, store } => Ok(SubmitGrant {
                 epoch: 0,
                 store: store.clone(),
+                partitions: router.schedulers().count(),
             }),
         }
     }
@@ -54,10 +55,11 @@ impl SubmitTo {
     pub async fn adopt(
         &self,
         records: Vec<(WorkflowRecord, u64)>,
+        groups: Vec<(String, Vec<String>)>,
     ) -> Result<Option<SubmitGrant>, String> {
         match self {
             SubmitTo::Scheduler(s) => match ask(s, |reply| Command::Submit {
-                op: SubmitOp::Adopt(records),
+                op: SubmitOp::Adopt(records, groups),
                 reply,
             })
             .await
@@ -67,16 +69,20 @@ impl SubmitTo {
                 Err(e) => Err(ApiError::from(e).message),
             },
             SubmitTo::Partitions { router, .. } => {
-                let mut by_partition: BTreeMap<u32, Vec<String>> = BTreeMap::new();
-                for (rec, _) in &records {
+                let mut by_partition: BTreeMap<u32, Vec<(WorkflowRecord, u64)>> = BTreeMap::new();
+                for r in records {
                     by_partition
-                        .entry(router.partition_of(&rec.workflow_id))
+                        .entry(router.partition_of(&r.0.workflow_id))
                         .or_default()
-                        .push(rec.workflow_id.clone());
+                        .push(r);
                 }
-                let calls = by_partition.into_iter().map(|(p, workflow_ids)| {
-                    let req = AdoptRequest { workflow_ids };
-                    async move { router.call::<Adopt>(p, &req).await }
+                let mut group_of: BTreeMap<u32, (String, Vec<String>)> = groups
+                    .into_iter()
+                    .filter_map(|g| Some((router.partition_of(g.1.first()?), g)))
+                    .collect();
+                let calls = by_partition.into_iter().map(|(p, records)| {
+                    let group = group_of.remove(&p);
+                    async move { adopt_in(router, p, records, group).await }
                 });
                 for r in futures::future::join_all(calls).await {
                     r.map_err(|e| e.message)?;
@@ -85,6 +91,36 @@ impl SubmitTo {
             }
         }
     }
+}
+
+/// Hands partition `p`'s stored `records` to its owner: in memory when
+/// this instance holds `p` (the records are at hand, as with one
+/// partition), else by [`Adopt`], whose owner reads them from KV.
+async fn adopt_in(
+    router: &Router,
+    p: u32,
+    records: Vec<(WorkflowRecord, u64)>,
+    group: Option<(String, Vec<String>)>,
+) -> Result<(), ApiError> {
+    let workflow_ids: Vec<String> = records.iter().map(|(r, _)| r.workflow_id.clone()).collect();
+    if let Some(local) = router.schedulers().get(p) {
+        let groups: Vec<(String, Vec<String>)> = group.iter().cloned().collect();
+        let taken = ask(&local, |reply| Command::Submit {
+            op: SubmitOp::Adopt(records, groups),
+            reply,
+        })
+        .await;
+        // A term that just ended (the partition moved): its next owner,
+        // wherever it runs, reads them.
+        if matches!(taken, Ok(Ok(_))) {
+            return Ok(());
+        }
+    }
+    let req = AdoptRequest {
+        workflow_ids,
+        group: group.map(|(key, _)| key),
+    };
+    router.call::<Adopt>(p, &req).await.map(|_| ())
 }
 
 /// The internal operation a partition's owner answers: take over these
@@ -106,6 +142,11 @@ impl Operation for Adopt {
 pub struct AdoptRequest {
     /// Their ids (all of the answering partition).
     pub workflow_ids: Vec<String>,
+    /// The index group they were indexed under (`_grp.<first id>`), which
+    /// the owner removes once every one of them finished; absent from a
+    /// coordinator that indexed each on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 /// How many the scheduler holds now.
@@ -120,6 +161,7 @@ pub fn register(router: &Router) {
     router.register::<Adopt, _, _>(|h, req: AdoptRequest| async move {
         let held = ask(&h, |reply| Command::AdoptIds {
             ids: req.workflow_ids,
+            group: req.group,
             reply,
         })
         .await?;

@@ -116,6 +116,12 @@ pub struct Scheduler {
     /// The partition whose workflows this scheduler owns (all of them
     /// with one partition).
     partition: super::partition::Partition,
+    /// The index groups of this partition's unfinished workflows: a
+    /// group's key is removed after its last member's finishing write.
+    index_groups: crate::runtime::index_groups::ActiveGroups,
+    /// Index keys to remove at the next write (groups found with nothing
+    /// left unfinished).
+    unindex_due: Vec<String>,
 }
 
 impl Scheduler {
@@ -160,6 +166,8 @@ impl Scheduler {
             finished_seen: HashSet::new(),
             gauges_at: None,
             partition: super::partition::Partition::ONLY,
+            index_groups: Default::default(),
+            unindex_due: Vec::new(),
         }
     }
 
@@ -257,22 +265,26 @@ impl Scheduler {
                     None => std::future::pending().await,
                 }
             };
+            // The work of each arm is boxed: inline, every arm's future
+            // sits in this loop's frame, which a debug build's deepest path
+            // (a tick driving a batch across partitions into Redis) pushed
+            // past a worker thread's 2 MiB stack.
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = held_write => {}
                 cmd = rx.recv() => match cmd {
                     Some(cmd) => {
-                        self.handle(cmd).await;
+                        Box::pin(self.handle(cmd)).await;
                         // Drain what queued up meanwhile before the next pump.
                         while let Ok(more) = rx.try_recv() {
-                            self.handle(more).await;
+                            Box::pin(self.handle(more)).await;
                         }
                     }
                     None => break,
                 },
-                _ = tick.tick() => self.on_tick().await,
+                _ = tick.tick() => Box::pin(self.on_tick()).await,
             }
-            self.pump().await;
+            Box::pin(self.pump()).await;
         }
         self.flush_lazy();
         self.persist().await;
@@ -342,7 +354,7 @@ impl Scheduler {
                 self.ensure_loaded(&wf).await;
                 self.fail_attempt(&wf, &task_id, attempt, error);
             }
-            Command::AdoptIds { ids, reply } => {
+            Command::AdoptIds { ids, group, reply } => {
                 let mut held = 0;
                 if self.may_act() {
                     for id in &ids {
@@ -354,6 +366,9 @@ impl Scheduler {
                                 crate::runtime::metrics::workflows_submitted(1);
                             }
                         }
+                    }
+                    if let Some(key) = group {
+                        self.track_group(key, ids);
                     }
                 }
                 let _ = reply.send(held);

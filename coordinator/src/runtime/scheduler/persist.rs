@@ -113,6 +113,10 @@ impl Scheduler {
     }
 
     async fn write(&mut self, hold: bool) {
+        if !self.unindex_due.is_empty() && self.may_act() {
+            let keys = std::mem::take(&mut self.unindex_due);
+            join_all(keys.iter().map(|k| self.store.unindex(k))).await;
+        }
         if self.dirty.is_empty() && self.pending_acks.is_empty() {
             return;
         }
@@ -194,13 +198,18 @@ impl Scheduler {
             .into_iter()
             .map(|(id, body, rev, finished)| async move {
                 let r = store.update_encoded(&id, body, rev, finished).await;
-                (id, r)
+                (id, finished, r)
             });
         let results = join_all(writes).await;
         let mut conflicts = Vec::new();
-        for (id, r) in results {
+        let mut unindex = Vec::new();
+        for (id, finished, r) in results {
             match r {
                 Ok(rev) => {
+                    // Unindexed only once the finishing write is stored.
+                    if finished {
+                        unindex.extend(self.index_groups.finished(&id));
+                    }
                     self.revisions.insert(id, rev);
                 }
                 Err(StoreError::Conflict(id)) => conflicts.push(id),
@@ -210,6 +219,7 @@ impl Scheduler {
                 }
             }
         }
+        join_all(unindex.iter().map(|k| store.unindex(k))).await;
         for id in conflicts {
             if !self.on_conflict(&id).await {
                 // Deposed: a newer tenure wrote this workflow.

@@ -14,10 +14,17 @@ impl Scheduler {
     /// Returns how many, and the highest fencing epoch found in any record
     /// (the floor this tenure's epoch must be above).
     pub async fn load(&mut self) -> Result<(usize, u64), StoreError> {
-        let (all, max_epoch) = self.store.load_unfinished(self.partition).await?;
+        let loaded = self
+            .store
+            .load_unfinished(self.partition, self.clock.now())
+            .await?;
+        let max_epoch = loaded.max_epoch;
+        for (key, pending) in loaded.groups {
+            self.index_groups.track(&key, pending);
+        }
         let mut n = 0;
         let mut stage_lists = crate::workflow::StageLists::default();
-        for (mut rec, rev) in all {
+        for (mut rec, rev) in loaded.records {
             if !self.partition.owns(&rec.workflow_id) {
                 continue;
             }
@@ -67,7 +74,7 @@ impl Scheduler {
         if !self.may_act() {
             return Err(LeaseExpired);
         }
-        if let submissions::SubmitOp::Adopt(records) = op {
+        if let submissions::SubmitOp::Adopt(records, groups) = op {
             let mut adopted = 0;
             for (rec, rev) in records {
                 if self.engine.get(&rec.workflow_id).is_some() {
@@ -85,11 +92,29 @@ impl Scheduler {
                 self.hear_in_flight(&id);
             }
             crate::runtime::metrics::workflows_submitted(adopted);
+            for (key, ids) in groups {
+                self.track_group(key, ids);
+            }
         }
         Ok(submissions::SubmitGrant {
             epoch: self.epoch(),
             store: self.store.clone(),
+            partitions: self.partition.count,
         })
+    }
+
+    /// Tracks index group `key` of `ids`: those not finished yet (a retried
+    /// step's may be) keep it; with none, it is removed at the next write.
+    pub(super) fn track_group(&mut self, key: String, ids: Vec<String>) {
+        let pending = ids.into_iter().filter(|id| {
+            self.engine
+                .get(id)
+                .is_none_or(|r| !r.state.is_terminal() || self.dirty.contains(id))
+        });
+        let pending: Vec<String> = pending.collect();
+        if self.index_groups.track(&key, pending) {
+            self.unindex_due.push(key);
+        }
     }
 
     pub(super) fn evict_finished(&mut self, now: chrono::DateTime<Utc>) {
