@@ -317,10 +317,17 @@ async fn the_next_owner_removes_the_slots_a_killed_coordinator_left() {
     let mut two = Two::start().await;
     let ids = paused_batch(&two, "KI", "pb-kill").await;
     let victim = two.ids[0].clone();
+    // A slot names a partition holding a part of the batch: ghosts go
+    // only where the victim holds items (ids are random, and a partition
+    // with none has no part whose load would clear them).
     let theirs: Vec<usize> = (0..PARTITIONS as usize)
         .filter(|p| two.owner[*p] == victim)
+        .filter(|p| {
+            ids.iter()
+                .any(|w| caucus_shared::partition::of(w, PARTITIONS) as usize == *p)
+        })
         .collect();
-    assert_eq!(theirs.len(), 2);
+    assert!(!theirs.is_empty(), "the victim holds no item of the batch");
     for p in &theirs {
         let r = two.stack.redis.command(&format!(
             "HSET caucus:{{batch:pb-kill}}:running ghost-{p} {p}"
