@@ -450,10 +450,12 @@ impl WorkflowStore {
             keys.into_iter().partition(|k| is_group(k));
         // Another partition's keys are its owner's: reading them costs a
         // takeover time, and removing one whose record is being written
-        // would unindex it.
+        // would unindex it. The one full scan that builds the index reads
+        // and indexes every partition's records, since the marker it sets
+        // ends every partition's scans.
         let own: Vec<String> = own
             .into_iter()
-            .filter(|k| !k.starts_with('_') && part.owns(k))
+            .filter(|k| !k.starts_with('_') && (!built || part.owns(k)))
             .collect();
         let groups = self.read_groups(group_keys, part, now).await?;
         let mut ids: Vec<String> = own.clone();
