@@ -26,6 +26,13 @@ pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 
 /// How many create/update rounds a lost race may take before giving up.
 const RACE_ROUNDS: u32 = 5;
+/// How long creating a stream or bucket waits for a cluster to place its
+/// replicas: JetStream answers "no suitable peers for placement" (10005)
+/// while a node that just started is not yet known current by the meta
+/// leader, which a client that connected to a ready node can meet.
+const PLACEMENT_WAIT: Duration = Duration::from_secs(20);
+/// Between two placement tries.
+const PLACEMENT_RETRY: Duration = Duration::from_millis(250);
 
 /// The configuration of one stream of the topology.
 pub fn stream_config(subjects: &Subjects, kind: StreamKind, cfg: &Config) -> stream::Config {
@@ -67,7 +74,10 @@ pub async fn ensure_stream(js: &Context, config: stream::Config) -> Result<strea
     let name = config.name.clone();
     let fail = |e: &dyn std::fmt::Display| Error::nats(format!("stream {name}: {e}"));
     let mut last = String::new();
-    for _ in 0..RACE_ROUNDS {
+    let placed_by = tokio::time::Instant::now() + PLACEMENT_WAIT;
+    let mut round = 0;
+    while round < RACE_ROUNDS {
+        round += 1;
         // Create first: creating a stream that exists with this very config
         // is answered with its info, and two processes creating a fresh
         // cluster's streams at once send identical creations. An update
@@ -80,6 +90,12 @@ pub async fn ensure_stream(js: &Context, config: stream::Config) -> Result<strea
             Err(e) if lost_race(&e.kind()) => {}
             Err(e) if timed_out(&e) => {
                 last = e.to_string();
+                continue;
+            }
+            Err(e) if no_peers(&e) && tokio::time::Instant::now() < placed_by => {
+                last = e.to_string();
+                round -= 1;
+                tokio::time::sleep(PLACEMENT_RETRY).await;
                 continue;
             }
             Err(e) => return Err(fail(&e)),
@@ -98,6 +114,29 @@ pub async fn ensure_stream(js: &Context, config: stream::Config) -> Result<strea
     Err(fail(&format!(
         "still contended after {RACE_ROUNDS} rounds: {last}"
     )))
+}
+
+/// Whether JetStream could not place the replicas yet (10005, "no
+/// suitable peers for placement"), anywhere in `e`'s chain.
+fn no_peers(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        let code = err
+            .downcast_ref::<CreateStreamError>()
+            .and_then(|c| match c.kind() {
+                CreateStreamErrorKind::JetStream(j) => Some(j.error_code()),
+                _ => None,
+            })
+            .or_else(|| {
+                err.downcast_ref::<async_nats::jetstream::Error>()
+                    .map(|j| j.error_code())
+            });
+        if code == Some(ErrorCode::CLUSTER_NO_PEERS) {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
 }
 
 fn lost_race(kind: &CreateStreamErrorKind) -> bool {
@@ -198,12 +237,21 @@ async fn create_or_update_kv(js: &Context, config: kv::Config) -> Result<kv::Sto
     let name = config.bucket.clone();
     let fail = |e: &dyn std::fmt::Display| Error::nats(format!("kv bucket {name}: {e}"));
     let mut last = String::new();
-    for _ in 0..RACE_ROUNDS {
+    let placed_by = tokio::time::Instant::now() + PLACEMENT_WAIT;
+    let mut round = 0;
+    while round < RACE_ROUNDS {
+        round += 1;
         // Create first, as [`ensure_stream`] does and for the same reason.
         match js.create_key_value(config.clone()).await {
             Ok(store) => return Ok(store),
             Err(e) if e.kind() == CreateKeyValueErrorKind::TimedOut => {
                 last = e.to_string();
+                continue;
+            }
+            Err(e) if no_peers(&e) && tokio::time::Instant::now() < placed_by => {
+                last = e.to_string();
+                round -= 1;
+                tokio::time::sleep(PLACEMENT_RETRY).await;
                 continue;
             }
             // The kind does not say why creation failed; when the bucket
