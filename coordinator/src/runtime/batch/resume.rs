@@ -143,15 +143,15 @@ impl BatchManager {
         dirty: &mut HashSet<String>,
         now: DateTime<Utc>,
     ) -> Vec<String> {
-        let mut resumed = Vec::new();
         let ratio = self.ratio;
-        let mut active = active_agents(self.batches.values().map(|(b, _)| b), engine);
+        let batches = self.batches.values().map(|(b, _)| b);
+        let mut to = Resumes::new(batches, engine, dirty, capacity, now);
         for (id, (b, _)) in self.batches.iter_mut() {
             if matches!(b.state, BatchState::Completed) {
                 continue;
             }
             let before = b.clone();
-            follow(b, engine);
+            follow(b, to.engine);
             stop_if_failing(b, ratio);
             if b.state != BatchState::Stopped {
                 let mut running = b
@@ -163,17 +163,11 @@ impl BatchManager {
                     if running >= b.concurrency_limit as usize {
                         break;
                     }
-                    match step(b, idx, id, engine, &active, capacity, now) {
+                    match to.step(b, idx, id) {
                         Step::Next => continue,
                         Step::Wait => break,
                         Step::Resume { wf, needs } => {
-                            let mut to = Resumes {
-                                engine: &mut *engine,
-                                dirty: &mut *dirty,
-                                resumed: &mut resumed,
-                                active: &mut active,
-                            };
-                            if to.resume(b, idx, wf, needs, now) {
+                            if to.resume(b, idx, wf, needs) {
                                 running += 1;
                             }
                         }
@@ -186,13 +180,13 @@ impl BatchManager {
                 self.dirty.insert(id.clone());
             }
         }
-        resumed
+        to.resumed
     }
 }
 
 /// Agent types held by the resumed-and-unfinished workflows of `batches`
 /// (the capacity rule counts them before a resume).
-pub(super) fn active_agents<'a>(
+fn active_agents<'a>(
     batches: impl Iterator<Item = &'a BatchRecord>,
     engine: &Engine,
 ) -> HashMap<String, usize> {
@@ -225,69 +219,85 @@ pub(super) enum Step {
     },
 }
 
-/// Checks the item at `idx` of batch `id` for a resume, and notes on it
-/// what makes it no candidate.
-pub(super) fn step(
-    b: &mut BatchRecord,
-    idx: usize,
-    id: &str,
-    engine: &Engine,
-    active: &HashMap<String, usize>,
-    capacity: &HashMap<String, usize>,
-    now: DateTime<Utc>,
-) -> Step {
-    let Some(wf) = b.items[idx].workflow_id.clone() else {
-        return Step::Next;
-    };
-    let Some(rec) = engine.get(&wf) else {
-        b.items[idx].state = ItemState::ResumeFailed;
-        b.items[idx].error = Some(format!("workflow {wf} is not held"));
-        return Step::Next;
-    };
-    match rec.state {
-        WorkflowState::Pausing => return Step::Wait, // keep the order: wait for it
-        WorkflowState::Paused => {}
-        s => {
-            // Resumed by someone else, or finished meanwhile.
-            b.items[idx].state = if s == WorkflowState::Completed {
-                ItemState::Resumed
-            } else {
-                ItemState::Resuming
-            };
-            return Step::Next;
-        }
-    }
-    let needs = first_wave_agents(rec, b.in_flight, now);
-    if let Some(full) = capacity_blocker(&needs, active, capacity) {
-        tracing::debug!(batch_id = %id, workflow_id = %wf, agent_type = %full, "resume waits for capacity");
-        return Step::Wait;
-    }
-    Step::Resume { wf, needs }
-}
-
-/// Where a batch's resumes are applied and counted.
+/// One drive's resumes: where they are applied and counted, and what the
+/// capacity rule checks them against.
 pub(super) struct Resumes<'a> {
     /// The workflows.
     pub engine: &'a mut Engine,
     /// Workflows to persist.
-    pub dirty: &'a mut HashSet<String>,
+    dirty: &'a mut HashSet<String>,
     /// Workflows resumed by this drive.
-    pub resumed: &'a mut Vec<String>,
+    pub resumed: Vec<String>,
     /// Agent types held by resumed workflows (see [`active_agents`]).
-    pub active: &'a mut HashMap<String, usize>,
+    active: HashMap<String, usize>,
+    /// Each agent type's capacity.
+    capacity: &'a HashMap<String, usize>,
+    now: DateTime<Utc>,
 }
 
-impl Resumes<'_> {
-    /// Resumes `wf`, the workflow of item `idx` that [`step`] let through;
-    /// `true` if it resumed (a refusal is noted on the item).
+impl<'a> Resumes<'a> {
+    /// A drive over `batches` (every batch the manager holds: their
+    /// resumed workflows count against the capacity).
+    pub fn new<'b>(
+        batches: impl Iterator<Item = &'b BatchRecord>,
+        engine: &'a mut Engine,
+        dirty: &'a mut HashSet<String>,
+        capacity: &'a HashMap<String, usize>,
+        now: DateTime<Utc>,
+    ) -> Self {
+        let active = active_agents(batches, engine);
+        Resumes {
+            engine,
+            dirty,
+            resumed: Vec::new(),
+            active,
+            capacity,
+            now,
+        }
+    }
+
+    /// Checks the item at `idx` of batch `id` for a resume, and notes on
+    /// it what makes it no candidate.
+    pub fn step(&self, b: &mut BatchRecord, idx: usize, id: &str) -> Step {
+        let Some(wf) = b.items[idx].workflow_id.clone() else {
+            return Step::Next;
+        };
+        let Some(rec) = self.engine.get(&wf) else {
+            b.items[idx].state = ItemState::ResumeFailed;
+            b.items[idx].error = Some(format!("workflow {wf} is not held"));
+            return Step::Next;
+        };
+        match rec.state {
+            WorkflowState::Pausing => return Step::Wait, // keep the order: wait for it
+            WorkflowState::Paused => {}
+            s => {
+                // Resumed by someone else, or finished meanwhile.
+                b.items[idx].state = if s == WorkflowState::Completed {
+                    ItemState::Resumed
+                } else {
+                    ItemState::Resuming
+                };
+                return Step::Next;
+            }
+        }
+        let needs = first_wave_agents(rec, b.in_flight, self.now);
+        if let Some(full) = capacity_blocker(&needs, &self.active, self.capacity) {
+            tracing::debug!(batch_id = %id, workflow_id = %wf, agent_type = %full, "resume waits for capacity");
+            return Step::Wait;
+        }
+        Step::Resume { wf, needs }
+    }
+
+    /// Resumes `wf`, the workflow of item `idx` that [`Self::step`] let
+    /// through; `true` if it resumed (a refusal is noted on the item).
     pub fn resume(
         &mut self,
         b: &mut BatchRecord,
         idx: usize,
         wf: String,
         needs: Vec<String>,
-        now: DateTime<Utc>,
     ) -> bool {
+        let now = self.now;
         let Some(rec) = self.engine.get(&wf) else {
             return false;
         };

@@ -19,7 +19,7 @@ use chrono::{DateTime, Utc};
 use caucus_shared::redis::BatchSlots;
 
 use super::logic::{BatchRecord, BatchState, ItemState};
-use super::resume::{active_agents, follow, step, stop_if_failing, Resumes, Step};
+use super::resume::{follow, stop_if_failing, Resumes, Step};
 use super::BatchManager;
 use crate::engine::Engine;
 use crate::runtime::partition::Partition;
@@ -158,9 +158,9 @@ impl BatchManager {
         let Some(mut spread) = self.spread.take() else {
             return Vec::new();
         };
-        let mut resumed = Vec::new();
         let ratio = self.ratio;
-        let mut active = active_agents(self.batches.values().map(|(b, _)| b), engine);
+        let batches = self.batches.values().map(|(b, _)| b);
+        let mut to = Resumes::new(batches, engine, dirty, capacity, now);
         for (id, (b, _)) in self.batches.iter_mut() {
             // A completed part has nothing to follow, but may still hold
             // slots (a release that failed, or a takeover).
@@ -170,7 +170,7 @@ impl BatchManager {
             }
             let before = b.clone();
             if !completed {
-                follow(b, engine);
+                follow(b, to.engine);
                 stop_if_failing(b, ratio);
             }
             spread.sync(id, b).await;
@@ -185,7 +185,7 @@ impl BatchManager {
                     if running >= b.concurrency_limit as usize {
                         break;
                     }
-                    let (wf, needs) = match step(b, idx, id, engine, &active, capacity, now) {
+                    let (wf, needs) = match to.step(b, idx, id) {
                         Step::Next => continue,
                         Step::Wait => break,
                         Step::Resume { wf, needs } => (wf, needs),
@@ -195,13 +195,7 @@ impl BatchManager {
                         break;
                     }
                     // A refused resume's slot goes back at the next sync.
-                    let mut to = Resumes {
-                        engine: &mut *engine,
-                        dirty: &mut *dirty,
-                        resumed: &mut resumed,
-                        active: &mut active,
-                    };
-                    if to.resume(b, idx, wf, needs, now) {
+                    if to.resume(b, idx, wf, needs) {
                         running += 1;
                     }
                 }
@@ -215,7 +209,7 @@ impl BatchManager {
             }
         }
         self.spread = Some(spread);
-        resumed
+        to.resumed
     }
 }
 
