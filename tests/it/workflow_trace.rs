@@ -470,6 +470,20 @@ async fn a_record_without_a_root_gets_one_at_dispatch_and_keeps_it() {
     // The second coordinator traces: its first dispatch makes the root.
     let mut c2 = start(&stack, &env);
     collect_until(&mut spans, minute, |s| !s.named("dispatch").is_empty()).await;
+    // The root goes into the record's next write (up to `persist_delay`
+    // after the dispatch, which may be exported first): the SIGKILL must
+    // come after that write, or the third coordinator rightly makes a
+    // root of its own.
+    let records = async_nats::jetstream::new(api.nats.clone())
+        .get_key_value("caucus_workflows")
+        .await
+        .expect("workflows bucket");
+    crate::common::eventually("the root stored with the record", minute, || async {
+        let raw = records.get(&wf).await.ok()??;
+        let stored: Value = serde_json::from_slice(&raw).ok()?;
+        stored["trace_parent"].is_string().then_some(())
+    })
+    .await;
     c2.kill();
     let c2_killed_at = now_nanos();
     let mut c3 = start(&stack, &env);
