@@ -203,12 +203,7 @@ async fn throughput_and_ceiling() -> Result<()> {
             100.0 * tps / raw
         );
         println!("      CPU per task: {}", r.cpu_line());
-        let stored: Vec<String> = r
-            .stored
-            .iter()
-            .map(|(n, c)| format!("{n} {:.2}", *c as f64 / r.tasks as f64))
-            .collect();
-        println!("      stored per task: {}", stored.join(", "));
+        println!("      stored per task: {}", r.stored_line());
     }
     println!(
         "  target >= 5000 tasks/s: best {best:.0} -> {}; best/raw = {:.3}",
@@ -322,11 +317,6 @@ async fn durability_cost() -> Result<()> {
     );
     for (name, s) in [("default", &d.default), ("always ", &d.always)] {
         let r = &s.run;
-        let stored: Vec<String> = r
-            .stored
-            .iter()
-            .map(|(n, c)| format!("{n} {:.2}", *c as f64 / r.tasks as f64))
-            .collect();
         println!(
             "  {name} (sync_always={}): {:>6} tasks in {:>7.2} s = {:>7.0} tasks/s; raw round trip {:>7.0}/s; stored per task: {}",
             s.sync_always,
@@ -334,7 +324,7 @@ async fn durability_cost() -> Result<()> {
             r.secs,
             r.tasks_per_sec(),
             s.raw,
-            stored.join(", ")
+            r.stored_line()
         );
     }
     let ratio = d.always.run.tasks_per_sec() / d.default.run.tasks_per_sec();
@@ -519,12 +509,7 @@ async fn cluster_throughput() -> Result<()> {
             100.0 * r.tasks_per_sec() / s.raw
         );
         println!("      CPU per task: {}", r.cpu_line());
-        let stored: Vec<String> = r
-            .stored
-            .iter()
-            .map(|(n, c)| format!("{n} {:.2}", *c as f64 / r.tasks as f64))
-            .collect();
-        println!("      stored per task: {}", stored.join(", "));
+        println!("      stored per task: {}", r.stored_line());
     }
     let (r1, r3) = (Layout::Single, Layout::Cluster);
     for l in [r1, r3] {
@@ -551,16 +536,17 @@ async fn cluster_throughput() -> Result<()> {
 async fn partitioned_throughput() -> Result<()> {
     use partitioned::Layout;
     let rounds = env_or("CAUCUS_BENCH_PARTITION_ROUNDS", 2);
-    println!("\n[13] partitioned coordinators: scenario 1's workload ({THROUGHPUT_ITEMS} items x 6 no-op tasks, 1 worker, {THROUGHPUT_SLOTS} slots/agent) with 1 coordinator against {} coordinators sharing {} partitions, {rounds} round(s) alternating", partitioned::COORDINATORS, partitioned::PARTITIONS);
+    println!("\n[13] partitioned coordinators: scenario 1's workload ({THROUGHPUT_ITEMS} items x 6 no-op tasks, 1 worker, {THROUGHPUT_SLOTS} slots/agent) with 1 coordinator against {} coordinators sharing {} partitions, {rounds} round(s) alternating", partitioned::COORDINATORS, partitioned::partitions());
     let runs = partitioned::run(rounds, THROUGHPUT_SLOTS, THROUGHPUT_ITEMS).await?;
     for (layout, r) in &runs {
         println!(
-            "  {}: {:>6} tasks in {:>6.2} s = {:>6.0} tasks/s; CPU per task: {}",
+            "  {}: {:>6} tasks in {:>6.2} s = {:>6.0} tasks/s; CPU per task: {}; stored per task: {}",
             layout.name(),
             r.tasks,
             r.secs,
             r.tasks_per_sec(),
-            r.cpu_line()
+            r.cpu_line(),
+            r.stored_line()
         );
     }
     let one = partitioned::mean(&runs, Layout::One);

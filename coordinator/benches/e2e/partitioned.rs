@@ -13,7 +13,8 @@ use serde_json::json;
 use crate::support::{coordinator_from, server_pid, Api};
 use crate::throughput::{measure, run_on, Rig, Run, Servers};
 
-/// Partitions of the partitioned side.
+/// Partitions of the partitioned side, by default (4 per coordinator;
+/// `CAUCUS_BENCH_PARTITIONS` sets another count).
 pub const PARTITIONS: usize = 8;
 /// Coordinators of the partitioned side.
 pub const COORDINATORS: usize = 2;
@@ -28,12 +29,25 @@ pub enum Layout {
 }
 
 impl Layout {
-    pub fn name(self) -> &'static str {
+    pub fn name(self) -> String {
         match self {
-            Layout::One => "1 coordinator x 1 partition  ",
-            Layout::Partitioned => "2 coordinators x 4 partitions",
+            Layout::One => "1 coordinator x 1 partition  ".to_string(),
+            Layout::Partitioned => format!(
+                "{COORDINATORS} coordinators x {} partitions",
+                partitions() / COORDINATORS
+            ),
         }
     }
+}
+
+/// The partitioned side's partition count: `CAUCUS_BENCH_PARTITIONS`, else
+/// [`PARTITIONS`].
+pub fn partitions() -> usize {
+    std::env::var("CAUCUS_BENCH_PARTITIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|p: &usize| *p >= COORDINATORS)
+        .unwrap_or(PARTITIONS)
 }
 
 /// Every run, in order.
@@ -66,7 +80,7 @@ async fn partitioned(slots: u32, items: usize, timeout: Duration) -> Result<Run>
         nats_pids: stack.nats.pid().into_iter().collect(),
         redis_pid: server_pid("redis-server", stack.redis.port()),
     };
-    let p = PARTITIONS.to_string();
+    let p = partitions().to_string();
     let service = |bin: &str| {
         stack
             .service(bin)
@@ -84,7 +98,8 @@ async fn partitioned(slots: u32, items: usize, timeout: Duration) -> Result<Run>
 /// Waits until every coordinator holds its share of the partitions.
 async fn split(api: &Api, timeout: Duration) -> Result<()> {
     let deadline = Instant::now() + timeout;
-    let share = PARTITIONS / COORDINATORS;
+    let total = partitions();
+    let share = total / COORDINATORS;
     loop {
         if let Ok(v) = api.call("partitions", json!({})).await {
             let mut per: BTreeMap<String, usize> = BTreeMap::new();
@@ -97,12 +112,12 @@ async fn split(api: &Api, timeout: Duration) -> Result<()> {
                     *per.entry(o.to_string()).or_default() += 1;
                 }
             }
-            if per.len() == COORDINATORS && per.values().all(|n| *n == share) {
+            if per.len() == COORDINATORS && per.values().all(|n| *n == share || *n == share + 1) {
                 return Ok(());
             }
         }
         if Instant::now() > deadline {
-            bail!("the coordinators did not split the {PARTITIONS} partitions within {timeout:?}");
+            bail!("the coordinators did not split the {total} partitions within {timeout:?}");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
