@@ -271,6 +271,20 @@ async fn one_workflow_is_one_trace_across_a_coordinator_restart() {
             spans.tree()
         );
     }
+    // The dispatches are in the record's next write (up to
+    // `persist_delay` later): killed before it, the successor would
+    // dispatch them again (JetStream drops the copies, but each gets a
+    // second `dispatch` span).
+    let records = async_nats::jetstream::new(api.nats.clone())
+        .get_key_value("caucus_workflows")
+        .await
+        .expect("workflows bucket");
+    crate::common::eventually("the dispatches stored", minute, || async {
+        let raw = records.get(&wf).await.ok()??;
+        let stored: Value = serde_json::from_slice(&raw).ok()?;
+        (dispatched(&stored) >= wanted).then_some(())
+    })
+    .await;
     c1.kill();
     let killed_at = now_nanos();
     let mut reminding = env.clone();
