@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use caucus_shared::api::Operation;
@@ -156,9 +157,48 @@ pub struct AdoptReply {
     pub held: usize,
 }
 
+/// How many records an [`Adopt`] reads from KV at once.
+const ADOPT_READS: usize = 32;
+
 /// Makes [`Adopt`] answerable by this instance's schedulers.
+///
+/// The records are read here, concurrently, and handed to the scheduler
+/// in memory: read one after another inside its loop, a step of a large
+/// submission held up that partition's events and dispatches for as many
+/// KV round trips as it had workflows. `AdoptIds` then takes what was not
+/// handed over (not found, finished, or unreadable: it reads those itself,
+/// as before) and tracks the index group, so what the reply counts and
+/// which members keep the group are as they were.
 pub fn register(router: &Router) {
     router.register::<Adopt, _, _>(|h, req: AdoptRequest| async move {
+        if let Ok(Ok(grant)) = ask(&h, |reply| Command::Submit {
+            op: SubmitOp::Begin,
+            reply,
+        })
+        .await
+        {
+            let read: Vec<_> = futures::stream::iter(req.workflow_ids.clone())
+                .map(|id| {
+                    let store = grant.store.clone();
+                    async move { store.get(&id).await }
+                })
+                .buffered(ADOPT_READS)
+                .collect()
+                .await;
+            let records: Vec<(WorkflowRecord, u64)> = read
+                .into_iter()
+                .filter_map(|r| r.ok().flatten())
+                .filter(|(rec, _)| !rec.state.is_terminal())
+                .collect();
+            if !records.is_empty() {
+                // Refused only when the term just ended: AdoptIds says so.
+                let _ = ask(&h, |reply| Command::Submit {
+                    op: SubmitOp::Adopt(records, Vec::new()),
+                    reply,
+                })
+                .await;
+            }
+        }
         let held = ask(&h, |reply| Command::AdoptIds {
             ids: req.workflow_ids,
             group: req.group,
