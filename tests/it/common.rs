@@ -310,6 +310,29 @@ where
     }
 }
 
+/// Waits until workflow `id`'s record as stored in KV (not as `status`
+/// answers from memory, up to `coordinator.persist_delay` ahead) satisfies
+/// `stored`: what a test must see before SIGKILLing its coordinator when
+/// the successor is to carry on from that state.
+pub async fn eventually_stored(
+    api: &Api,
+    id: &str,
+    what: &str,
+    timeout: Duration,
+    stored: impl Fn(&Value) -> bool,
+) {
+    let records = jetstream::new(api.nats.clone())
+        .get_key_value("caucus_workflows")
+        .await
+        .expect("workflows bucket");
+    eventually(what, timeout, || async {
+        let raw = records.get(id).await.ok()??;
+        let rec: Value = serde_json::from_slice(&raw).ok()?;
+        stored(&rec).then_some(())
+    })
+    .await;
+}
+
 /// API call that retries while a restarted coordinator stands by.
 pub async fn call(
     api: &Api,

@@ -321,19 +321,17 @@ async fn reminders_escalation_reject_and_send_back() {
     // gate; the SIGKILL must come after the write, or the successor loads
     // the gate still closed and `gates` below lists nothing until the
     // unacknowledged events are redelivered to it.
-    let records = async_nats::jetstream::new(api.nats.clone())
-        .get_key_value("caucus_workflows")
-        .await
-        .expect("workflows bucket");
-    eventually(
+    crate::common::eventually_stored(
+        &api,
+        y,
         "the reopened gate in KV",
         Duration::from_secs(20),
-        || async {
-            let raw = records.get(y).await.ok()??;
-            let stored: Value = serde_json::from_slice(&raw).ok()?;
+        |stored| {
             let g = &stored["tasks"]["signoff"];
-            (g["state"] == "awaiting_approval" && g["gate"]["history"].as_array()?.len() == 1)
-                .then_some(())
+            g["state"] == "awaiting_approval"
+                && g["gate"]["history"]
+                    .as_array()
+                    .is_some_and(|h| h.len() == 1)
         },
     )
     .await;

@@ -275,14 +275,8 @@ async fn one_workflow_is_one_trace_across_a_coordinator_restart() {
     // `persist_delay` later): killed before it, the successor would
     // dispatch them again (JetStream drops the copies, but each gets a
     // second `dispatch` span).
-    let records = async_nats::jetstream::new(api.nats.clone())
-        .get_key_value("caucus_workflows")
-        .await
-        .expect("workflows bucket");
-    crate::common::eventually("the dispatches stored", minute, || async {
-        let raw = records.get(&wf).await.ok()??;
-        let stored: Value = serde_json::from_slice(&raw).ok()?;
-        (dispatched(&stored) >= wanted).then_some(())
+    crate::common::eventually_stored(&api, &wf, "the dispatches stored", minute, |r| {
+        dispatched(r) >= wanted
     })
     .await;
     c1.kill();
@@ -488,14 +482,8 @@ async fn a_record_without_a_root_gets_one_at_dispatch_and_keeps_it() {
     // after the dispatch, which may be exported first): the SIGKILL must
     // come after that write, or the third coordinator rightly makes a
     // root of its own.
-    let records = async_nats::jetstream::new(api.nats.clone())
-        .get_key_value("caucus_workflows")
-        .await
-        .expect("workflows bucket");
-    crate::common::eventually("the root stored with the record", minute, || async {
-        let raw = records.get(&wf).await.ok()??;
-        let stored: Value = serde_json::from_slice(&raw).ok()?;
-        stored["trace_parent"].is_string().then_some(())
+    crate::common::eventually_stored(&api, &wf, "the root stored with the record", minute, |r| {
+        r["trace_parent"].is_string()
     })
     .await;
     c2.kill();
