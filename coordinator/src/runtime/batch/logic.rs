@@ -14,6 +14,40 @@ pub const BATCH_SCHEMA_VERSION: u32 = 1;
 // Items and states are part of the batch replies: their types live with the API.
 pub use caucus_shared::api::coordinator::control::{BatchItem, BatchState, ItemState};
 
+/// A batch's pause outcomes in its other partitions' parts. A part counts
+/// them into its failure-ratio check, so that it judges the whole batch as
+/// one partition would: judged alone, a part holding only an item no
+/// partition had a workflow of stopped the whole batch (1 of 1 failed)
+/// where one partition pauses the other 16 and carries on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Elsewhere {
+    /// Items paused or pausing there (or about to be: those with a
+    /// workflow, in the same request).
+    pub ok: usize,
+    /// Items whose pause failed there (or will: those without a workflow).
+    pub failed: usize,
+    /// Items there that count (all but the skipped).
+    pub total: usize,
+}
+
+impl Elsewhere {
+    /// Counts one item in `state`.
+    pub fn add(&mut self, state: ItemState) {
+        match state {
+            ItemState::Skipped => return,
+            ItemState::Pausing | ItemState::Paused => self.ok += 1,
+            ItemState::Failed => self.failed += 1,
+            _ => {}
+        }
+        self.total += 1;
+    }
+
+    /// Nothing elsewhere (one partition).
+    pub fn is_none(&self) -> bool {
+        *self == Elsewhere::default()
+    }
+}
+
 /// A batch operation (KV bucket `batches`, key = batch id).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BatchRecord {
@@ -142,8 +176,9 @@ impl BatchRecord {
         exceeds_failure_ratio(ok, bad, total, self.concurrency_limit as usize, ratio)
     }
 
-    /// Whether the pause phase must stop.
-    pub fn pause_should_stop(&self, ratio: f64) -> bool {
+    /// Whether the pause phase must stop, counting the batch's items in
+    /// other partitions (`elsewhere`) with this part's own.
+    pub fn pause_should_stop(&self, ratio: f64, elsewhere: Elsewhere) -> bool {
         let ok = self
             .items
             .iter()
@@ -159,7 +194,13 @@ impl BatchRecord {
             .iter()
             .filter(|i| i.state != ItemState::Skipped)
             .count();
-        exceeds_failure_ratio(ok, bad, total, self.max_concurrency as usize, ratio)
+        exceeds_failure_ratio(
+            ok + elsewhere.ok,
+            bad + elsewhere.failed,
+            total + elsewhere.total,
+            self.max_concurrency as usize,
+            ratio,
+        )
     }
 
     /// Recomputes the lifecycle from the items (a stopped batch stays so).
@@ -306,5 +347,42 @@ mod tests {
         b.items[1].state = Skipped;
         b.refresh_state();
         assert_eq!(b.state, BatchState::Completed);
+    }
+
+    #[test]
+    fn a_part_judges_the_failure_ratio_over_the_whole_batch() {
+        // Partition 0's part of a trigger: only the item no partition had
+        // a workflow of, while the other parts paused 16.
+        let part = batch(vec![item("NOPE", ItemState::Failed, 0, false)], 5);
+        assert!(
+            part.pause_should_stop(0.5, Elsewhere::default()),
+            "alone: 1 of 1 failed"
+        );
+        let mut others = Elsewhere::default();
+        for _ in 0..16 {
+            others.add(ItemState::Paused);
+        }
+        others.add(ItemState::Skipped);
+        assert_eq!(
+            others,
+            Elsewhere {
+                ok: 16,
+                failed: 0,
+                total: 16
+            }
+        );
+        assert!(!part.pause_should_stop(0.5, others), "1 of 17 failed");
+        // Failures elsewhere count too.
+        let mut bad = Elsewhere::default();
+        bad.add(ItemState::Failed);
+        let ok = batch(
+            vec![
+                item("A", ItemState::Paused, 0, false),
+                item("B", ItemState::Failed, 0, false),
+            ],
+            5,
+        );
+        assert!(!ok.pause_should_stop(0.5, Elsewhere::default()));
+        assert!(ok.pause_should_stop(0.5, bad), "2 of 3 failed");
     }
 }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use caucus_shared::api::coordinator::control::{BatchStatusReply, InFlightPolicy};
 use caucus_shared::nats::ApiError;
 
-use super::logic::paused_again;
+use super::logic::{paused_again, Elsewhere};
 use super::pause::{resolve_targets, valid_id};
 use super::resume::{new_resume_batch, resume_item};
 use super::BatchManager;
@@ -46,6 +46,11 @@ pub struct PartPause {
     /// partition the batch drops them and adds the latest workflow).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forget: Vec<String>,
+    /// The batch's items in the other partitions' parts, counted into this
+    /// part's failure-ratio check (absent from an older router: judged
+    /// alone).
+    #[serde(default, skip_serializing_if = "Elsewhere::is_none")]
+    pub elsewhere: Elsewhere,
 }
 
 /// A partition's share of a resume of items (a new batch).
@@ -97,6 +102,7 @@ impl BatchManager {
             p.max_concurrency.unwrap_or(self.default_concurrency),
             source,
             targets,
+            p.elsewhere,
             engine,
             dirty,
             now,

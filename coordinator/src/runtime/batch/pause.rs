@@ -10,7 +10,7 @@ use caucus_shared::nats::ApiError;
 use chrono::{DateTime, Utc};
 
 use super::logic::{
-    paused_again, BatchItem, BatchRecord, BatchState, ItemState, BATCH_SCHEMA_VERSION,
+    paused_again, BatchItem, BatchRecord, BatchState, Elsewhere, ItemState, BATCH_SCHEMA_VERSION,
 };
 use super::{latest_by_item, BatchManager, BatchPauseArgs};
 use crate::engine::Engine;
@@ -93,6 +93,7 @@ impl BatchManager {
             args.max_concurrency.unwrap_or(self.default_concurrency),
             "batch",
             targets,
+            Elsewhere::default(),
             engine,
             dirty,
             now,
@@ -126,6 +127,7 @@ impl BatchManager {
             self.default_concurrency,
             "correlator",
             targets,
+            Elsewhere::default(),
             engine,
             dirty,
             now,
@@ -142,6 +144,7 @@ impl BatchManager {
         max_concurrency: u32,
         trigger_source: &str,
         targets: Vec<(String, Option<String>)>,
+        elsewhere: Elsewhere,
         engine: &mut Engine,
         dirty: &mut HashSet<String>,
         now: DateTime<Utc>,
@@ -198,7 +201,7 @@ impl BatchManager {
             ..PauseSpec::default()
         };
         for wave in new.chunks(b.max_concurrency.max(1) as usize) {
-            if b.pause_should_stop(ratio) {
+            if b.pause_should_stop(ratio, elsewhere) {
                 b.state = BatchState::Stopped;
                 b.stop_reason = Some(format!(
                     "more than {:.0} % of the pause operations failed",
@@ -257,7 +260,7 @@ impl BatchManager {
                 b.items.push(bi);
             }
         }
-        if b.state != BatchState::Stopped && b.pause_should_stop(ratio) {
+        if b.state != BatchState::Stopped && b.pause_should_stop(ratio, elsewhere) {
             b.state = BatchState::Stopped;
             b.stop_reason = Some(format!(
                 "more than {:.0} % of the pause operations failed",

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use caucus_shared::api::coordinator::control::{
     BatchPauseRequest, BatchResume, BatchResumeRequest, BatchState, BatchStatus, BatchStatusReply,
-    BatchStatusRequest, CODE_BATCH_STOPPED,
+    BatchStatusRequest, ItemState, CODE_BATCH_STOPPED,
 };
 use caucus_shared::api::{Operation, CODE_NOT_FOUND};
 use caucus_shared::messages::BatchTrigger;
@@ -167,9 +167,33 @@ async fn pause_parts(
             ),
         ));
     }
-    let (targets, forget) = plan(existing.as_ref(), targets, template.correlator, |wf| {
-        wf.map_or(0, |w| router.partition_of(w))
-    });
+    let part_of = |wf: Option<&str>| wf.map_or(0, |w| router.partition_of(w));
+    let (targets, forget) = plan(existing.as_ref(), targets, template.correlator, part_of);
+    // What each part's failure-ratio check counts besides its own items:
+    // the batch's items in the other parts, and this request's targets
+    // there (those with a workflow as paused, the others as failed).
+    let mut counted: Vec<(u32, ItemState)> = existing
+        .iter()
+        .flat_map(|b| &b.items)
+        .map(|i| (part_of(i.workflow_id.as_deref()), i))
+        // An entry its part drops (re-paused elsewhere) counts as its
+        // new target below.
+        .filter(|(p, i)| !forget.get(p).is_some_and(|f| f.contains(&i.item)))
+        .map(|(p, i)| (p, i.state))
+        .collect();
+    counted.extend(targets.iter().map(|(_, wf)| {
+        let state = if wf.is_some() {
+            ItemState::Paused
+        } else {
+            ItemState::Failed
+        };
+        (part_of(wf.as_deref()), state)
+    }));
+    counted.extend(
+        workflow_ids
+            .iter()
+            .map(|w| (router.partition_of(w), ItemState::Paused)),
+    );
     let mut parts = by_partition::<PartPause>(router, targets, |p, item, wf| match wf {
         Some(w) => p.workflow_ids.push(w),
         None => p.items.push(item),
@@ -181,6 +205,13 @@ async fn pause_parts(
         let part = parts.entry(router.partition_of(w)).or_default();
         if !part.workflow_ids.contains(w) {
             part.workflow_ids.push(w.clone());
+        }
+    }
+    for (p, part) in parts.iter_mut() {
+        for (q, state) in &counted {
+            if q != p {
+                part.elsewhere.add(*state);
+            }
         }
     }
     let calls = parts.into_iter().map(|(p, mut part)| {
