@@ -253,8 +253,8 @@ async fn control_batch_messages_are_applied_across_the_partitions() {
     )
     .await;
     // Polled by hand so that a timeout shows what the batch and the two
-    // workflows looked like (this failed once in CI, unexplained, and
-    // never in 19 runs here, 15 of them under 5 parallel runs).
+    // workflows looked like (it showed the batch stopped: partition 0,
+    // holding none of the 16, judged the unknown item's failure alone).
     let deadline = Instant::now() + Duration::from_secs(30);
     let st = loop {
         let s = call(api, "batch_status", json!({"batch_id": "corr-c-part"})).await;
