@@ -142,6 +142,36 @@ fn plan(
     (kept, forget)
 }
 
+/// Gives each part what its failure-ratio check counts besides its own
+/// items (`PartPause::elsewhere`): the batch's entries in the other parts,
+/// less those this request pauses again (`renewed` items: their old
+/// entries go), and what the other parts pause now (a workflow as paused,
+/// an item no partition holds one of as failed).
+fn count_elsewhere(
+    parts: &mut BTreeMap<u32, PartPause>,
+    existing: Option<&BatchStatusReply>,
+    renewed: &BTreeSet<String>,
+    part_of: impl Fn(Option<&str>) -> u32,
+) {
+    let mut counted: Vec<(u32, ItemState)> = existing
+        .iter()
+        .flat_map(|b| &b.items)
+        .filter(|i| !renewed.contains(&i.item))
+        .map(|i| (part_of(i.workflow_id.as_deref()), i.state))
+        .collect();
+    for (p, part) in parts.iter() {
+        counted.extend(part.workflow_ids.iter().map(|_| (*p, ItemState::Paused)));
+        counted.extend(part.items.iter().map(|_| (*p, ItemState::Failed)));
+    }
+    for (p, part) in parts.iter_mut() {
+        for (q, state) in &counted {
+            if q != p {
+                part.elsewhere.add(*state);
+            }
+        }
+    }
+}
+
 /// Runs every part's pause, then answers the whole batch's status.
 async fn pause_parts(
     router: &Router,
@@ -169,31 +199,7 @@ async fn pause_parts(
     }
     let part_of = |wf: Option<&str>| wf.map_or(0, |w| router.partition_of(w));
     let (targets, forget) = plan(existing.as_ref(), targets, template.correlator, part_of);
-    // What each part's failure-ratio check counts besides its own items:
-    // the batch's items in the other parts, and this request's targets
-    // there (those with a workflow as paused, the others as failed).
-    let mut counted: Vec<(u32, ItemState)> = existing
-        .iter()
-        .flat_map(|b| &b.items)
-        .map(|i| (part_of(i.workflow_id.as_deref()), i))
-        // An entry its part drops (re-paused elsewhere) counts as its
-        // new target below.
-        .filter(|(p, i)| !forget.get(p).is_some_and(|f| f.contains(&i.item)))
-        .map(|(p, i)| (p, i.state))
-        .collect();
-    counted.extend(targets.iter().map(|(_, wf)| {
-        let state = if wf.is_some() {
-            ItemState::Paused
-        } else {
-            ItemState::Failed
-        };
-        (part_of(wf.as_deref()), state)
-    }));
-    counted.extend(
-        workflow_ids
-            .iter()
-            .map(|w| (router.partition_of(w), ItemState::Paused)),
-    );
+    let renewed: BTreeSet<String> = targets.iter().map(|(item, _)| item.clone()).collect();
     let mut parts = by_partition::<PartPause>(router, targets, |p, item, wf| match wf {
         Some(w) => p.workflow_ids.push(w),
         None => p.items.push(item),
@@ -207,13 +213,7 @@ async fn pause_parts(
             part.workflow_ids.push(w.clone());
         }
     }
-    for (p, part) in parts.iter_mut() {
-        for (q, state) in &counted {
-            if q != p {
-                part.elsewhere.add(*state);
-            }
-        }
-    }
+    count_elsewhere(&mut parts, existing.as_ref(), &renewed, part_of);
     let calls = parts.into_iter().map(|(p, mut part)| {
         let t = template.clone();
         part.batch_id = t.batch_id;
@@ -387,6 +387,7 @@ pub fn merge(parts: Vec<BatchStatusReply>) -> Option<BatchStatusReply> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::batch::logic::Elsewhere;
     use caucus_shared::api::coordinator::control::{BatchItem, ItemState};
     use chrono::{TimeZone, Utc};
 
@@ -501,5 +502,52 @@ mod tests {
             forget.into_iter().collect::<Vec<_>>(),
             [(u32::from(b'B'), vec!["B".to_string()])]
         );
+    }
+
+    #[test]
+    fn each_part_counts_the_rest_of_the_batch() {
+        // wf-A paused, wf-B resumed, wf-C failed; partition = last letter.
+        let b = part(
+            BatchState::Paused,
+            &[
+                ("A", ItemState::Paused),
+                ("B", ItemState::Resumed),
+                ("C", ItemState::Failed),
+            ],
+            1,
+        );
+        let p_of = |wf: Option<&str>| wf.map_or(0, |w| w.as_bytes()[w.len() - 1] as u32);
+        let (a, c) = (u32::from(b'A'), u32::from(b'C'));
+        let mut parts: BTreeMap<u32, PartPause> = BTreeMap::new();
+        // A person pauses C again (a new workflow in A's partition) and an
+        // item no partition holds a workflow of (partition 0).
+        parts
+            .entry(a)
+            .or_default()
+            .workflow_ids
+            .push("new-A".into());
+        parts.entry(0).or_default().items.push("NOPE".into());
+        let renewed = BTreeSet::from(["C".to_string(), "NOPE".to_string()]);
+        count_elsewhere(&mut parts, Some(&b), &renewed, p_of);
+        // C's old entry goes; B (resumed) counts, neither paused nor failed.
+        assert_eq!(
+            parts[&a].elsewhere,
+            Elsewhere {
+                ok: 0,
+                failed: 1,
+                total: 2
+            },
+            "B, and NOPE in partition 0"
+        );
+        assert_eq!(
+            parts[&0].elsewhere,
+            Elsewhere {
+                ok: 2,
+                failed: 0,
+                total: 3
+            },
+            "A, B and the new C"
+        );
+        assert!(!parts.contains_key(&c));
     }
 }
