@@ -14,8 +14,9 @@ pub const BATCH_SCHEMA_VERSION: u32 = 1;
 // Items and states are part of the batch replies: their types live with the API.
 pub use caucus_shared::api::coordinator::control::{BatchItem, BatchState, ItemState};
 
-/// A batch's pause outcomes in its other partitions' parts. A part counts
-/// them into its failure-ratio check, so that it judges the whole batch as
+/// A batch's pause outcomes in its other partitions' parts (and, summed
+/// with a part's own, what its failure-ratio check counts). A part counts
+/// them into that check, so that it judges the whole batch as
 /// one partition would: judged alone, a part holding only an item no
 /// partition had a workflow of stopped the whole batch (1 of 1 failed)
 /// where one partition pauses the other 16 and carries on.
@@ -179,25 +180,14 @@ impl BatchRecord {
     /// Whether the pause phase must stop, counting the batch's items in
     /// other partitions (`elsewhere`) with this part's own.
     pub fn pause_should_stop(&self, ratio: f64, elsewhere: Elsewhere) -> bool {
-        let ok = self
-            .items
-            .iter()
-            .filter(|i| matches!(i.state, ItemState::Pausing | ItemState::Paused))
-            .count();
-        let bad = self
-            .items
-            .iter()
-            .filter(|i| i.state == ItemState::Failed)
-            .count();
-        let total = self
-            .items
-            .iter()
-            .filter(|i| i.state != ItemState::Skipped)
-            .count();
+        let mut all = elsewhere;
+        for i in &self.items {
+            all.add(i.state);
+        }
         exceeds_failure_ratio(
-            ok + elsewhere.ok,
-            bad + elsewhere.failed,
-            total + elsewhere.total,
+            all.ok,
+            all.failed,
+            all.total,
             self.max_concurrency as usize,
             ratio,
         )

@@ -462,10 +462,9 @@ mod tests {
         assert_eq!(stopped.state, BatchState::Stopped);
     }
 
-    #[test]
-    fn a_pause_adds_to_a_batch_as_one_partition_would() {
-        // wf-A paused, wf-B resumed, wf-C failed; partition = last letter.
-        let b = part(
+    /// A batch of wf-A paused, wf-B resumed and wf-C failed.
+    fn paused_resumed_failed() -> BatchStatusReply {
+        part(
             BatchState::Paused,
             &[
                 ("A", ItemState::Paused),
@@ -473,8 +472,17 @@ mod tests {
                 ("C", ItemState::Failed),
             ],
             1,
-        );
-        let p_of = |wf: Option<&str>| wf.map_or(0, |w| w.as_bytes()[w.len() - 1] as u32);
+        )
+    }
+
+    /// The tests' partition of a workflow: its last letter (0 without one).
+    fn last_letter(wf: Option<&str>) -> u32 {
+        wf.map_or(0, |w| w.as_bytes()[w.len() - 1] as u32)
+    }
+
+    #[test]
+    fn a_pause_adds_to_a_batch_as_one_partition_would() {
+        let b = paused_resumed_failed();
         let targets = || {
             vec![
                 ("A".to_string(), Some("new-A".to_string())),
@@ -483,14 +491,14 @@ mod tests {
                 ("D".to_string(), Some("wf-D".to_string())),
             ]
         };
-        let (kept, forget) = plan(None, targets(), false, p_of);
+        let (kept, forget) = plan(None, targets(), false, last_letter);
         assert_eq!(kept, targets(), "a new batch takes everything");
         assert!(forget.is_empty());
-        let (kept, forget) = plan(Some(&b), targets(), true, p_of);
+        let (kept, forget) = plan(Some(&b), targets(), true, last_letter);
         let items: Vec<&str> = kept.iter().map(|(i, _)| i.as_str()).collect();
         assert_eq!(items, ["D"], "the correlator only adds new items");
         assert!(forget.is_empty());
-        let (kept, forget) = plan(Some(&b), targets(), false, p_of);
+        let (kept, forget) = plan(Some(&b), targets(), false, last_letter);
         let items: Vec<&str> = kept.iter().map(|(i, _)| i.as_str()).collect();
         assert_eq!(
             items,
@@ -506,17 +514,7 @@ mod tests {
 
     #[test]
     fn each_part_counts_the_rest_of_the_batch() {
-        // wf-A paused, wf-B resumed, wf-C failed; partition = last letter.
-        let b = part(
-            BatchState::Paused,
-            &[
-                ("A", ItemState::Paused),
-                ("B", ItemState::Resumed),
-                ("C", ItemState::Failed),
-            ],
-            1,
-        );
-        let p_of = |wf: Option<&str>| wf.map_or(0, |w| w.as_bytes()[w.len() - 1] as u32);
+        let b = paused_resumed_failed();
         let (a, c) = (u32::from(b'A'), u32::from(b'C'));
         let mut parts: BTreeMap<u32, PartPause> = BTreeMap::new();
         // A person pauses C again (a new workflow in A's partition) and an
@@ -528,7 +526,7 @@ mod tests {
             .push("new-A".into());
         parts.entry(0).or_default().items.push("NOPE".into());
         let renewed = BTreeSet::from(["C".to_string(), "NOPE".to_string()]);
-        count_elsewhere(&mut parts, Some(&b), &renewed, p_of);
+        count_elsewhere(&mut parts, Some(&b), &renewed, last_letter);
         // C's old entry goes; B (resumed) counts, neither paused nor failed.
         assert_eq!(
             parts[&a].elsewhere,
