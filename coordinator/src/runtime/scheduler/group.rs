@@ -77,13 +77,13 @@ struct Member {
     done: oneshot::Sender<(Box<Scheduler>, mpsc::Receiver<Command>)>,
 }
 
-/// What woke a member: a command, its tick, its held-back write, or its
-/// stop (which wins: a stopped scheduler takes no further turn).
+/// What a member's turn takes: the command and tick that woke it, or its
+/// stop (which wins: a stopped scheduler takes no further turn). A member
+/// woken only by its held-back write takes a turn with neither.
 #[derive(Default)]
 struct Wakes {
     cmd: Option<Command>,
     ticked: bool,
-    due: bool,
     stop: bool,
 }
 
@@ -122,13 +122,14 @@ impl Member {
                 self.held.as_mut().reset(at);
             }
         }
-        w.due = self.armed.is_some() && self.held.as_mut().poll(cx).is_ready();
+        // Nothing to carry: the turn's pump writes what is due.
+        let due = self.armed.is_some() && self.held.as_mut().poll(cx).is_ready();
         match self.rx.poll_recv(cx) {
             Poll::Ready(Some(cmd)) => w.cmd = Some(cmd),
             Poll::Ready(None) => w.stop = true,
             Poll::Pending => {}
         }
-        if w.stop || w.ticked || w.due || w.cmd.is_some() {
+        if w.stop || w.ticked || due || w.cmd.is_some() {
             Poll::Ready(w)
         } else {
             Poll::Pending
