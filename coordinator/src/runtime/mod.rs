@@ -157,9 +157,6 @@ struct TermShared {
     /// Capacities read once for every partition's term (several
     /// partitions only).
     caps: Option<Capacities>,
-    /// The one loop that drives every partition's scheduler (several
-    /// partitions only; one partition's term runs its own).
-    group: Option<scheduler::SchedulerGroup>,
 }
 
 /// Runs until shutdown: with one partition, stand by, lead, and stand by
@@ -213,7 +210,6 @@ pub async fn run(deps: CoordinatorDeps, current: SharedScheduler) -> Result<(), 
             deps.config.nats.request_timeout,
         ),
         caps: None,
-        group: None,
     };
     if cfg.partitions > 1 {
         return serve_partitions(deps, shared, current).await;
@@ -308,7 +304,6 @@ async fn serve_partitions(
     }
     let shared = TermShared {
         caps: Some(caps),
-        group: Some(scheduler::SchedulerGroup::start(&deps.tasks)),
         ..shared
     };
     let (tx, mut rx) = mpsc::channel(count as usize);
@@ -603,10 +598,7 @@ async fn serve(
     }
     drop(tx);
     let scheduling = async {
-        match &shared.group {
-            Some(group) => Box::pin(group.run(Box::new(sched), rx, term.clone())).await,
-            None => sched.run(rx, term.clone()).await,
-        }
+        sched.run(rx, term.clone()).await;
         // At once, not after the other tasks: the API must not hand
         // requests to a scheduler that stopped.
         slot.set(part.index, None);

@@ -8,8 +8,7 @@
 //! one concept each: `events` (applying task events), `dispatch` (the pump
 //! and publishing), `persist` (storing records, then acknowledging),
 //! `attempts` (in-flight attempts: silence, failing for a retry),
-//! `records` (which workflows are held in memory), `group` (one loop for
-//! every partition a process holds), `gating` (gate
+//! `records` (which workflows are held in memory), `gating` (gate
 //! commands, timers and automatic approvals), `flags` (broadcast flags),
 //! `status` (the status reply) and `tick` (the periodic work).
 
@@ -18,7 +17,6 @@ mod dispatch;
 mod events;
 mod flags;
 mod gating;
-mod group;
 mod inbound;
 mod persist;
 mod records;
@@ -43,8 +41,6 @@ pub use super::commands::{
     ask, parse_status_cursor, status_cursor, AskError, Capacities, Command, SchedulerHandle,
     StatusFilter, SCHEDULER_REPLY_TIMEOUT, STATUS_DEFAULT_LIMIT, STATUS_MAX_LIMIT,
 };
-pub use group::SchedulerGroup;
-
 use super::control::Control;
 use super::store::WorkflowStore;
 use crate::engine::Engine;
@@ -259,7 +255,8 @@ impl Scheduler {
 
     /// Runs until `shutdown`; returns after persisting what it can.
     pub async fn run(mut self, mut rx: mpsc::Receiver<Command>, shutdown: CancellationToken) {
-        let mut tick = self.ticker();
+        let mut tick = tokio::time::interval(self.cfg.tick);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let due = self.next_persist;
             let held_write = async move {
@@ -268,55 +265,27 @@ impl Scheduler {
                     None => std::future::pending().await,
                 }
             };
-            let (cmd, ticked) = tokio::select! {
+            // The work of each arm is boxed: inline, every arm's future
+            // sits in this loop's frame, which a debug build's deepest path
+            // (a tick driving a batch across partitions into Redis) pushed
+            // past a worker thread's 2 MiB stack.
+            tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = held_write => (None, false),
+                _ = held_write => {}
                 cmd = rx.recv() => match cmd {
-                    Some(cmd) => (Some(cmd), false),
+                    Some(cmd) => {
+                        Box::pin(self.handle(cmd)).await;
+                        // Drain what queued up meanwhile before the next pump.
+                        while let Ok(more) = rx.try_recv() {
+                            Box::pin(self.handle(more)).await;
+                        }
+                    }
                     None => break,
                 },
-                _ = tick.tick() => (None, true),
-            };
-            self.turn(cmd, &mut rx, ticked).await;
-        }
-        Box::pin(self.finish()).await;
-    }
-
-    /// The loop's tick, every `coordinator.tick`.
-    fn ticker(&self) -> tokio::time::Interval {
-        let mut tick = tokio::time::interval(self.cfg.tick);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick
-    }
-
-    /// One turn of the loop: the command that woke it and those queued
-    /// meanwhile, the tick if it is due, then a pump.
-    pub(crate) async fn turn(
-        &mut self,
-        cmd: Option<Command>,
-        rx: &mut mpsc::Receiver<Command>,
-        ticked: bool,
-    ) {
-        // The work of each step is boxed: inline, every step's future
-        // sits in the loop's frame, which a debug build's deepest path
-        // (a tick driving a batch across partitions into Redis) pushed
-        // past a worker thread's 2 MiB stack.
-        if let Some(cmd) = cmd {
-            Box::pin(self.handle(cmd)).await;
-            // Drain what queued up meanwhile before the next pump.
-            while let Ok(more) = rx.try_recv() {
-                Box::pin(self.handle(more)).await;
+                _ = tick.tick() => Box::pin(self.on_tick()).await,
             }
+            Box::pin(self.pump()).await;
         }
-        if ticked {
-            Box::pin(self.on_tick()).await;
-        }
-        Box::pin(self.pump()).await;
-    }
-
-    /// The end of a term: stores what it can, and returns the events a
-    /// lapsed lease left unapplied.
-    pub(crate) async fn finish(&mut self) {
         self.flush_lazy();
         self.persist().await;
         if self.lease.as_ref().is_some_and(|l| !l.is_valid()) {
