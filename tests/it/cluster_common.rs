@@ -183,7 +183,8 @@ pub struct TwoStages {
     _workers: Vec<Service>,
     /// The test's client, on the whole seed list.
     pub api: Api,
-    pipeline: Value,
+    /// The pipeline `two`, as a submission carries it.
+    pub pipeline: Value,
 }
 
 impl TwoStages {

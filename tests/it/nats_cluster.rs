@@ -3,7 +3,8 @@
 //! through the SIGKILL of the node leading the tasks stream and then of a
 //! node leading neither it nor the meta group; every workflow completes,
 //! each recorded completion is applied once, the capacity cap holds, and
-//! after the nodes come back another workflow runs.
+//! after the nodes come back another workflow runs. A submission made
+//! while its bucket elects a leader waits for it instead of failing.
 
 use std::time::{Duration, Instant};
 
@@ -52,6 +53,26 @@ async fn wait_stream_whole(api: &Api, stream: &str, timeout: Duration) -> String
                 (Some(leader), 2) => Some(leader),
                 _ => None,
             }
+        },
+    )
+    .await
+}
+
+/// Waits until every stream (buckets included) has a leader and both
+/// followers current: a node that came back has caught up everywhere.
+async fn wait_all_whole(api: &Api, timeout: Duration) {
+    let js = jetstream::new(api.nats.clone());
+    crate::common::eventually(
+        "every stream led with two current followers",
+        timeout,
+        || async {
+            let streams: Vec<_> = js.stream_names().try_collect().await.ok()?;
+            for s in &streams {
+                if !matches!(stream_cluster(&api.nats, s).await, (Some(_), 2)) {
+                    return None;
+                }
+            }
+            Some(())
         },
     )
     .await
@@ -126,6 +147,7 @@ async fn a_batch_survives_a_stream_leader_and_a_follower_dying() {
     // stream and the meta group dies mid-batch.
     let back = Instant::now();
     cluster.restart(leader);
+    wait_all_whole(api, Duration::from_secs(60)).await;
     let new_leader = wait_stream_whole(api, TASKS, Duration::from_secs(30)).await;
     eprintln!(
         "n{leader} back and the tasks stream whole in {:?}",
@@ -146,7 +168,7 @@ async fn a_batch_survives_a_stream_leader_and_a_follower_dying() {
         (Utc::now() - killed).to_std().unwrap_or_default()
     );
     cluster.restart(follower);
-    wait_stream_whole(api, TASKS, Duration::from_secs(30)).await;
+    wait_all_whole(api, Duration::from_secs(60)).await;
 
     // Whole again: one more workflow.
     let last = run.submit("C", [46]).await;
@@ -163,6 +185,50 @@ async fn a_batch_survives_a_stream_leader_and_a_follower_dying() {
         "{peak} alpha runs at once with a cap of {CAP}"
     );
     eprintln!("{reruns} tasks ran again; alpha peak {peak}");
+}
+
+/// The node leading the bucket that indexes unfinished workflows dies,
+/// and a submission comes at once: while the bucket elects a leader every
+/// write to it goes unanswered, and the submission waits (up to
+/// `nats.election_wait`) instead of failing with nothing stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_submission_waits_while_its_bucket_elects_a_leader() {
+    let mut cluster = NatsCluster::start();
+    let redis = Redis::start();
+    let env = ClusterEnv::new(cluster.url(), redis.url())
+        .with("CAUCUS_NATS_ELECTION_WAIT", "30s")
+        .with("CAUCUS_WORKER_ACK_WAIT", "10s")
+        .logs_in(cluster.dir());
+    let cap = [("CAUCUS_WORKER_CAPACITY_CAP__ALPHA", CAP)];
+    let _c = env.coordinator(&[]);
+    let run = TwoStages::start(&env, &cap).await;
+    let api = &run.api;
+    let first = run.submit("E", [0]).await;
+    wait_completed(api, &first, 1, Duration::from_secs(60)).await;
+
+    let active = format!("KV_{}", api.subjects.bucket("workflows_active"));
+    let leader = wait_stream_whole(api, &active, Duration::from_secs(10)).await;
+    let victim = cluster.index_of(&leader).expect("a node of ours");
+    cluster.kill(victim);
+    let asked = Instant::now();
+    // Longer than an election (the RAFT election timeout, 4 to 9 s).
+    let reply = caucus_shared::nats::api_request(
+        &api.nats,
+        &api.subjects,
+        "coordinator",
+        "submit",
+        &serde_json::json!({"items": ["E1", "E2"], "pipeline": run.pipeline,
+                            "time_unit_ms": 10}),
+        Duration::from_secs(40),
+    )
+    .await
+    .expect("the submission waits for the bucket's new leader");
+    let took = asked.elapsed();
+    let (new_leader, _) = stream_cluster(&api.nats, &active).await;
+    eprintln!("{active} leader n{victim} killed: submit answered after {took:?}, new leader {new_leader:?}");
+    let ids: Vec<String> = serde_json::from_value(reply["workflow_ids"].clone()).expect("ids");
+    assert_eq!(ids.len(), 2);
+    wait_completed(api, &ids, 2, Duration::from_secs(90)).await;
 }
 
 /// Two administrators creating a fresh cluster's topology at once (the

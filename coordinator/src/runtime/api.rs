@@ -306,7 +306,7 @@ pub fn submit_routes(svc: &mut caucus_shared::service::Service, router: &super::
         ctx.js.clone(),
         ctx.subjects.clone(),
         cfg.submission_ttl,
-        ctx.config.nats.replicas,
+        &ctx.config.nats,
     );
     super::submit_to::register(router);
     // With several partitions the records are created here, in this
@@ -319,7 +319,7 @@ pub fn submit_routes(svc: &mut caucus_shared::service::Service, router: &super::
         let health = ctx.health.clone();
         let router = router.clone();
         let (js, subjects) = (ctx.js.clone(), ctx.subjects.clone());
-        let (replicas, retain) = (ctx.config.nats.replicas, cfg.retain_history);
+        let (nats, retain) = (ctx.config.nats.clone(), cfg.retain_history);
         svc.op::<Submit, _, _>(move |req| {
             let (router, store, clock, settings, subs, health) = (
                 router.clone(),
@@ -329,14 +329,14 @@ pub fn submit_routes(svc: &mut caucus_shared::service::Service, router: &super::
                 subs.clone(),
                 health.clone(),
             );
-            let (js, subjects) = (js.clone(), subjects.clone());
+            let (js, subjects, nats) = (js.clone(), subjects.clone(), nats.clone());
             async move {
                 let target = if router.schedulers().count() <= 1 {
                     super::leader_only(router.schedulers(), &health).map(SubmitTo::Scheduler)
                 } else {
                     store
                         .get_or_try_init(|| {
-                            super::store::WorkflowStore::open(&js, &subjects, replicas, retain)
+                            super::store::WorkflowStore::open(&js, &subjects, &nats, retain)
                         })
                         .await
                         .map(|store| SubmitTo::Partitions {

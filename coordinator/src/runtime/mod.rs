@@ -121,7 +121,7 @@ pub async fn open_store(deps: &CoordinatorDeps) -> Result<WorkflowStore, Coordin
     WorkflowStore::open(
         &deps.js,
         &deps.subjects,
-        deps.config.nats.replicas,
+        &deps.config.nats,
         deps.config.coordinator.retain_history,
     )
     .await

@@ -24,7 +24,9 @@ use async_nats::HeaderMap;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 
+use caucus_shared::config::NatsConfig;
 use caucus_shared::error::BoxError;
+use caucus_shared::nats::through_elections;
 use caucus_shared::nats::topology::ensure_kv_with_ttl;
 use caucus_shared::subjects::Subjects;
 
@@ -123,6 +125,9 @@ pub struct WorkflowStore {
     outputs_bucket: String,
     /// TTL of finished records and their outputs.
     retain: Duration,
+    /// How long a submission's write waits out a leaderless stream
+    /// (`nats.election_wait`).
+    election_wait: Duration,
 }
 
 impl std::fmt::Debug for WorkflowStore {
@@ -180,13 +185,14 @@ fn nats_err(what: &str, e: impl Into<BoxError>) -> StoreError {
 }
 
 impl WorkflowStore {
-    /// Creates (or updates) the three buckets.
+    /// Creates (or updates, to `nats.replicas`) the three buckets.
     pub async fn open(
         js: &jetstream::Context,
         subjects: &Subjects,
-        replicas: usize,
+        nats: &NatsConfig,
         retain: Duration,
     ) -> Result<WorkflowStore, StoreError> {
+        let (replicas, election_wait) = (nats.replicas, nats.election_wait);
         let open = |bucket: &'static str| async move {
             ensure_kv_with_ttl(js, subjects, bucket, replicas)
                 .await
@@ -197,7 +203,7 @@ impl WorkflowStore {
             open(ACTIVE_BUCKET),
             open(OUTPUTS_BUCKET)
         )?;
-        Ok(Self::over(js, subjects, retain, buckets))
+        Ok(Self::over(js, subjects, retain, election_wait, buckets))
     }
 
     /// The buckets as they are (for readers such as the audit API, which
@@ -217,13 +223,15 @@ impl WorkflowStore {
             open(ACTIVE_BUCKET),
             open(OUTPUTS_BUCKET)
         )?;
-        Ok(Self::over(js, subjects, retain, buckets))
+        // Readers submit nothing: no write of theirs waits.
+        Ok(Self::over(js, subjects, retain, Duration::ZERO, buckets))
     }
 
     fn over(
         js: &jetstream::Context,
         subjects: &Subjects,
         retain: Duration,
+        election_wait: Duration,
         (records, active, outputs): (kv::Store, kv::Store, kv::Store),
     ) -> WorkflowStore {
         WorkflowStore {
@@ -234,17 +242,19 @@ impl WorkflowStore {
             outputs,
             outputs_bucket: subjects.bucket(OUTPUTS_BUCKET),
             retain,
+            election_wait,
         }
     }
 
     /// Creates a new record; fails if the id exists. Index it first
     /// ([`Self::index_group`] or [`Self::index`]): an unindexed unfinished
-    /// record is not found by a takeover.
+    /// record is not found by a takeover. This and [`Self::index_group`]
+    /// are a submission's writes, which fails when they do: they wait out
+    /// a leaderless bucket (`nats.election_wait`).
     pub async fn create(&self, rec: &WorkflowRecord) -> Result<u64, StoreError> {
         let id = &rec.workflow_id;
-        let mut rec = rec.clone();
-        self.records
-            .create(id, encode(&mut rec))
+        let body = encode(&mut rec.clone());
+        through_elections(self.election_wait, || self.records.create(id, body.clone()))
             .await
             .map_err(|e| nats_err(&format!("create {id}"), e))
     }
@@ -269,8 +279,8 @@ impl WorkflowStore {
             workflow_ids: ids,
         })
         .expect("index groups serialise");
-        self.active
-            .put(&key, body.into())
+        let body = Bytes::from(body);
+        through_elections(self.election_wait, || self.active.put(&key, body.clone()))
             .await
             .map_err(|e| nats_err(&format!("index {key}"), e))?;
         Ok(key)

@@ -36,7 +36,9 @@ use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
 use caucus_shared::api::coordinator::submit::{SubmissionRequest, SubmissionSummary};
+use caucus_shared::config::NatsConfig;
 use caucus_shared::nats::api::ApiError;
+use caucus_shared::nats::through_elections;
 use caucus_shared::nats::topology::ensure_kv;
 use caucus_shared::subjects::Subjects;
 
@@ -217,19 +219,28 @@ struct Inner {
     subjects: Subjects,
     ttl: Duration,
     replicas: usize,
+    /// How long a write waits out a leaderless bucket.
+    election_wait: Duration,
     bucket: OnceCell<kv::Store>,
     running: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Submissions {
-    /// The bucket is opened (created, or updated to `ttl`) on first use.
-    pub fn new(js: jetstream::Context, subjects: Subjects, ttl: Duration, replicas: usize) -> Self {
+    /// The bucket is opened (created, or updated to `ttl` and
+    /// `nats.replicas`) on first use.
+    pub fn new(
+        js: jetstream::Context,
+        subjects: Subjects,
+        ttl: Duration,
+        nats: &NatsConfig,
+    ) -> Self {
         Submissions {
             inner: Arc::new(Inner {
                 js,
                 subjects,
                 ttl,
-                replicas,
+                replicas: nats.replicas,
+                election_wait: nats.election_wait,
                 bucket: OnceCell::new(),
                 running: Mutex::new(HashMap::new()),
             }),
@@ -286,7 +297,9 @@ impl Submissions {
     /// Stores a new submission; `None` when one with its id exists.
     pub async fn create(&self, rec: &SubmissionRecord) -> Result<Option<u64>, ApiError> {
         let subs = self.bucket().await?;
-        match subs.create(&rec.submission_id, encode(rec)).await {
+        let (id, body) = (&rec.submission_id, encode(rec));
+        let wait = self.inner.election_wait;
+        match through_elections(wait, || subs.create(id, body.clone())).await {
             Ok(rev) => Ok(Some(rev)),
             Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => Ok(None),
             Err(e) => Err(ApiError::new(
@@ -300,7 +313,8 @@ impl Submissions {
     /// a time).
     pub async fn put(&self, rec: &SubmissionRecord) -> Result<u64, ApiError> {
         let subs = self.bucket().await?;
-        subs.put(&rec.submission_id, encode(rec))
+        let (id, body) = (&rec.submission_id, encode(rec));
+        through_elections(self.inner.election_wait, || subs.put(id, body.clone()))
             .await
             .map_err(|e| {
                 ApiError::new(

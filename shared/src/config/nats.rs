@@ -47,6 +47,10 @@ pub struct NatsConfig {
     /// Timeout of request/reply calls made by clients such as the CLI.
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
+    /// How long a write no stream answered (a clustered stream electing
+    /// its leader) is repeated before it fails; zero = never repeated.
+    #[serde(with = "humantime_serde")]
+    pub election_wait: Duration,
     /// How long the streams keep messages (TASKS keeps unclaimed work this long).
     #[serde(with = "humantime_serde")]
     pub stream_max_age: Duration,
@@ -77,6 +81,7 @@ impl Default for NatsConfig {
             connect_backoff_max: Duration::from_secs(2),
             replicas: 1,
             request_timeout: Duration::from_secs(10),
+            election_wait: Duration::from_secs(15),
             stream_max_age: Duration::from_secs(14 * 24 * 3600),
             stream_max_bytes: -1,
             dlq_max_age: Duration::from_secs(7 * 24 * 3600),
@@ -103,6 +108,7 @@ impl fmt::Debug for NatsConfig {
             .field("connect_backoff_max", &self.connect_backoff_max)
             .field("replicas", &self.replicas)
             .field("request_timeout", &self.request_timeout)
+            .field("election_wait", &self.election_wait)
             .field("stream_max_age", &self.stream_max_age)
             .field("stream_max_bytes", &self.stream_max_bytes)
             .field("dlq_max_age", &self.dlq_max_age)

@@ -94,7 +94,7 @@ impl RequestIntake {
                     deps.js.clone(),
                     deps.subjects.clone(),
                     cfg.submission_ttl,
-                    deps.config.nats.replicas,
+                    &deps.config.nats,
                 ),
                 settings: SubmitSettings::from(cfg),
             }),
