@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
-use caucus_harness::{NatsCluster, Redis};
+use caucus_harness::{NatsCluster, Redis, Service};
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 
@@ -106,25 +106,58 @@ async fn new_leader_after(api: &Api, victim: &str, killed: DateTime<Utc>) -> Dur
     (Utc::now() - killed).to_std().unwrap_or_default()
 }
 
+/// A 3-node cluster and Redis, a coordinator and the [`TwoStages`]
+/// workers, after one workflow (`C0`) ran end to end: the coordinator has
+/// made everything it makes lazily (per agent type, per bucket).
+struct Rig {
+    cluster: NatsCluster,
+    redis: Redis,
+    coordinator: Service,
+    run: TwoStages,
+    first: Vec<String>,
+}
+
+impl Rig {
+    /// `vars` go to every process, after the rig's own.
+    async fn start(vars: &[(&str, &str)]) -> Rig {
+        let cluster = NatsCluster::start();
+        let redis = Redis::start();
+        // A task is silent after ack_wait + lease_ttl; while a stream
+        // elects a new leader (the RAFT election timeout is 4 to 9 s) no
+        // event gets through, so silence must take longer than that, as it
+        // does with the defaults (30 s + 10 s).
+        let env = vars.iter().fold(
+            ClusterEnv::new(cluster.url(), redis.url())
+                .with("CAUCUS_WORKER_ACK_WAIT", "10s")
+                .logs_in(cluster.dir()),
+            |env, (k, v)| env.with(k, v),
+        );
+        let cap = [("CAUCUS_WORKER_CAPACITY_CAP__ALPHA", CAP)];
+        let coordinator = env.coordinator(&[]);
+        let run = TwoStages::start(&env, &cap).await;
+        let first = run.submit("C", [0]).await;
+        wait_completed(&run.api, &first, 1, Duration::from_secs(60)).await;
+        Rig {
+            cluster,
+            redis,
+            coordinator,
+            run,
+            first,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_batch_survives_a_stream_leader_and_a_follower_dying() {
-    let mut cluster = NatsCluster::start();
-    let redis = Redis::start();
-    // A task is silent after ack_wait + lease_ttl; while a stream elects a
-    // new leader (the RAFT election timeout is 4 to 9 s) no event gets
-    // through, so silence must take longer than that, as it does with the
-    // defaults (30 s + 10 s).
-    let env = ClusterEnv::new(cluster.url(), redis.url())
-        .with("CAUCUS_WORKER_ACK_WAIT", "10s")
-        .logs_in(cluster.dir());
-    let cap = [("CAUCUS_WORKER_CAPACITY_CAP__ALPHA", CAP)];
-    let _c = env.coordinator(&[]);
-    let run = TwoStages::start(&env, &cap).await;
+    // Every part bound, so that all of them run until the test ends.
+    let Rig {
+        mut cluster,
+        redis: _redis,
+        coordinator: _coordinator,
+        run,
+        first,
+    } = Rig::start(&[]).await;
     let api = &run.api;
-    // One workflow first, so the coordinator has made everything it makes
-    // lazily (per agent type, per bucket) before the topology is checked.
-    let first = run.submit("C", [0]).await;
-    wait_completed(api, &first, 1, Duration::from_secs(60)).await;
     assert_replicated(api).await;
 
     // The tasks stream's leader dies mid-batch.
@@ -150,7 +183,7 @@ async fn a_batch_survives_a_stream_leader_and_a_follower_dying() {
     wait_all_whole(api, Duration::from_secs(60)).await;
     let new_leader = wait_stream_whole(api, TASKS, Duration::from_secs(30)).await;
     eprintln!(
-        "n{leader} back and the tasks stream whole in {:?}",
+        "n{leader} back and every stream whole in {:?}",
         back.elapsed()
     );
     let new_leader = cluster.index_of(&new_leader).expect("a node of ours");
@@ -193,18 +226,14 @@ async fn a_batch_survives_a_stream_leader_and_a_follower_dying() {
 /// `nats.election_wait`) instead of failing with nothing stored.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_submission_waits_while_its_bucket_elects_a_leader() {
-    let mut cluster = NatsCluster::start();
-    let redis = Redis::start();
-    let env = ClusterEnv::new(cluster.url(), redis.url())
-        .with("CAUCUS_NATS_ELECTION_WAIT", "30s")
-        .with("CAUCUS_WORKER_ACK_WAIT", "10s")
-        .logs_in(cluster.dir());
-    let cap = [("CAUCUS_WORKER_CAPACITY_CAP__ALPHA", CAP)];
-    let _c = env.coordinator(&[]);
-    let run = TwoStages::start(&env, &cap).await;
+    let Rig {
+        mut cluster,
+        redis: _redis,
+        coordinator: _coordinator,
+        run,
+        ..
+    } = Rig::start(&[("CAUCUS_NATS_ELECTION_WAIT", "30s")]).await;
     let api = &run.api;
-    let first = run.submit("E", [0]).await;
-    wait_completed(api, &first, 1, Duration::from_secs(60)).await;
 
     let active = format!("KV_{}", api.subjects.bucket("workflows_active"));
     let leader = wait_stream_whole(api, &active, Duration::from_secs(10)).await;
