@@ -19,6 +19,7 @@ mod memory;
 mod otlp_sink;
 mod partitioned;
 mod planner;
+mod queue;
 mod raw;
 mod scaleout;
 mod submit_load;
@@ -48,6 +49,10 @@ const PLANNER_ITEMS: usize = 10_000;
 /// Tasks of the large plan, timed in a child process with its memory
 /// (`CAUCUS_BENCH_PLANNER_TASKS` overrides).
 const PLANNER_BIG_TASKS: usize = 1_000_000;
+/// Workflows waiting in the ready queues while others finish (scenario 4).
+const QUEUE_BACKLOG: usize = 100_000;
+/// Workflows finished one by one against that backlog.
+const QUEUE_FINISHED: usize = 20_000;
 /// In-flight workflows for the memory figure, and per submit request.
 const MEMORY_WORKFLOWS: usize = 10_000;
 const MEMORY_PER_REQUEST: usize = 1_000;
@@ -298,6 +303,14 @@ fn planner_time() -> Result<()> {
         m.peak_delta() as f64 / p.tasks as f64,
         mib(m.held_delta()),
         m.held_delta() as f64 / p.tasks as f64
+    );
+    let q = queue::run(QUEUE_BACKLOG, QUEUE_FINISHED)?;
+    println!(
+        "  scheduler: {} of {} queued workflows dispatched and finished one by one in {:.3} s ({:.1} us per workflow)",
+        q.finished,
+        q.queued,
+        q.secs,
+        q.secs * 1e6 / q.finished.max(1) as f64
     );
     Ok(())
 }
