@@ -183,9 +183,12 @@ pub async fn divide(
                             .ok()
                             .and_then(Result::ok);
                         // Held by its last holder still: try right after
-                        // its lock runs out.
+                        // its lock runs out. The locks of one dead holder
+                        // run out milliseconds apart, and one that ran out
+                        // between the two calls reads as free: try it
+                        // again at once, not a whole round (`ask`) later.
                         let left = match got {
-                            Some(None) => remaining(lock, ask).await,
+                            Some(None) => Some(remaining(lock, ask).await.unwrap_or_default()),
                             _ => None,
                         };
                         (p, sent_at, got.flatten(), left)
