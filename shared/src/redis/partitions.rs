@@ -38,6 +38,10 @@ pub const MAX_MEMBERS: u32 = 1_024;
 /// [`super::leadership`]: Redis expires keys lazily).
 const EXPIRY_MARGIN: Duration = Duration::from_millis(5);
 
+/// How soon a member looks again at a partition whose lock is free but
+/// whose target member is still registered.
+const FREED_RECHECK: Duration = Duration::from_millis(50);
+
 /// Warnings repeated at most this often while Redis is unreachable.
 const WARN_EVERY: Duration = Duration::from_secs(30);
 
@@ -199,8 +203,12 @@ pub async fn divide(
                     futures::future::join_all(tries),
                     futures::future::join_all(looks)
                 );
-                for left in looked.into_iter().flatten() {
-                    wake = wake.min(left + EXPIRY_MARGIN);
+                // A free lock whose target is still registered: its
+                // holder died, and the registration read above (tens of
+                // ms before the lock) lapses with its locks. Look again
+                // shortly, not a whole round (`ask`) later.
+                for left in looked {
+                    wake = wake.min(left.map_or(FREED_RECHECK, |l| l + EXPIRY_MARGIN));
                 }
                 for (p, sent_at, epoch, left) in tried {
                     if let Some(left) = left {
