@@ -74,6 +74,13 @@ struct Removed {
     left: usize,
 }
 
+impl Removed {
+    /// Whether `e` is one of the dead entries.
+    fn covers(&self, e: &ReadyEntry) -> bool {
+        e.seq <= self.through
+    }
+}
+
 /// Below this many dead entries the heap is not compacted.
 const COMPACT_MIN: usize = 1024;
 
@@ -134,7 +141,7 @@ impl ReadyQueue {
     fn is_dead(&self, e: &ReadyEntry) -> bool {
         self.removed
             .get(&e.workflow_id)
-            .is_some_and(|r| e.seq <= r.through)
+            .is_some_and(|r| r.covers(e))
     }
 
     /// Whether `e` (just popped) is dead; if so it is counted out.
@@ -142,7 +149,7 @@ impl ReadyQueue {
         let Some(r) = self.removed.get_mut(&e.workflow_id) else {
             return false;
         };
-        if e.seq > r.through {
+        if !r.covers(e) {
             return false;
         }
         r.left -= 1;
@@ -156,11 +163,8 @@ impl ReadyQueue {
     /// Drops every dead entry at once.
     fn compact(&mut self) {
         let removed = std::mem::take(&mut self.removed);
-        self.heap.retain(|e| {
-            removed
-                .get(&e.workflow_id)
-                .is_none_or(|r| e.seq > r.through)
-        });
+        self.heap
+            .retain(|e| removed.get(&e.workflow_id).is_none_or(|r| !r.covers(e)));
         self.dead = 0;
     }
 }
