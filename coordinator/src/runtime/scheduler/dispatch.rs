@@ -8,7 +8,7 @@ use futures::future::join_all;
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use caucus_shared::nats::trace;
+use caucus_shared::nats::{elections, trace};
 use caucus_shared::task::TaskDispatch;
 
 use super::Scheduler;
@@ -28,12 +28,11 @@ const UNSTORED_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// pause its workflow. Publishing it again is safe: the same `Nats-Msg-Id`
 /// is dropped as a duplicate if the first copy was stored after all.
 fn unstored(e: &PublishError) -> bool {
-    matches!(
-        e.kind(),
-        PublishErrorKind::StreamNotFound
-            | PublishErrorKind::TimedOut
-            | PublishErrorKind::BrokenPipe
-    )
+    elections::unanswered(e)
+        || matches!(
+            e.kind(),
+            PublishErrorKind::TimedOut | PublishErrorKind::BrokenPipe
+        )
 }
 
 impl Scheduler {
