@@ -54,8 +54,10 @@ where
         .with_jitter();
     op.retry(schedule)
         .when(|e| unanswered(e))
+        // Debug: a submission step writes hundreds of records at once,
+        // each retried several times; its outcome is what gets reported.
         .notify(|e, pause| {
-            tracing::warn!(error = %e, ?pause, "no stream answered the write (electing its leader?); writing again")
+            tracing::debug!(error = %e, ?pause, "no stream answered the write (electing its leader?); writing again")
         })
         .await
 }
