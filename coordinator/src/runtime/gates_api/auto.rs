@@ -87,21 +87,29 @@ pub async fn auto_decide(
         workflow_id: Some(workflow_id.clone()),
         ..Default::default()
     };
-    match api.facilitator::<Debates>(&listing).await {
+    let facilitator_runs = match api.facilitator::<Debates>(&listing).await {
         Ok(r) => {
             let moving = debates_in_motion(&named, &r.debates, open_for);
             if !moving.is_empty() {
                 tracing::debug!(workflow_id, gate, debates = ?moving, "automatic approval waits for debates in motion");
                 return;
             }
+            true
         }
-        Err(e) if e.code == CODE_NO_RESPONDERS => {}
+        Err(e) if e.code == CODE_NO_RESPONDERS => false,
         Err(e) => {
             tracing::warn!(workflow_id, gate, error = %e, "automatic approval: facilitator check failed; will retry");
             return;
         }
-    }
-    let rationale = match api.provisional(&workflow_id).await {
+    };
+    // Nobody answered the listing, so nobody would answer the second
+    // question either: asking it anyway cost a round trip per gate.
+    let provisional = if facilitator_runs {
+        api.provisional(&workflow_id).await
+    } else {
+        Ok(None)
+    };
+    let rationale = match provisional {
         Ok(None) => "auto_approve_gates: no facilitator running, nothing to review".to_string(),
         Ok(Some(p)) if p.count == 0 => {
             "auto_approve_gates: no provisional decision to review".to_string()
