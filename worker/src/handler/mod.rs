@@ -189,7 +189,9 @@ impl Handler {
             // client call), and every attempt's future would otherwise be
             // that large whatever the handler, allocated and copied per
             // task (measured: 9 KB per no-op task before).
-            HandlerSpec::Exec(cmd) => Box::pin(exec::run(cmd, task, &self.exec, &self.scrubber)).await,
+            HandlerSpec::Exec(cmd) => {
+                Box::pin(exec::run(cmd, task, &self.exec, &self.scrubber)).await
+            }
             HandlerSpec::Http(url) => Box::pin(http::run(&self.http, url, task)).await,
         }
     }
