@@ -27,6 +27,9 @@ fn worker_env<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
         ("CAUCUS_NATS_PASSWORD", SECRET),
         ("AGENT_ENV_PASSED", "visible"),
         ("AGENT_ENV_OTHER", "hidden"),
+        // Nothing is exported here: trace context is asked for by name
+        // (`auto` builds none without an exporter), so the agent gets one.
+        ("CAUCUS_TELEMETRY_TRACE_LEVEL", "info"),
     ];
     env.extend_from_slice(extra);
     env

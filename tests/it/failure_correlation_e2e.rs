@@ -19,7 +19,11 @@ use serde_json::json;
 #[tokio::test(flavor = "multi_thread")]
 async fn koyfin_quota_incident_end_to_end() {
     let stack = Stack::start();
-    let _c = coordinator(&stack, &[]);
+    // Nothing is exported here, so trace context is asked for by name
+    // (`auto` builds none without an exporter): the failures must still
+    // carry their tasks' context for the correlator to link.
+    let traced = [("CAUCUS_TELEMETRY_TRACE_LEVEL", "info")];
+    let _c = coordinator(&stack, &traced);
     let _k = stack
         .service("caucus-correlator")
         .env("CAUCUS_CORRELATOR_LEADER_LEASE", "1s")
@@ -31,7 +35,7 @@ async fn koyfin_quota_incident_end_to_end() {
     std::fs::write(dir.path().join("broken"), "").unwrap();
     let _s = worker(&stack, "screening", 4, "noop", &[]);
     let handler = format!("exec:{}", quota_handler(dir.path()));
-    let _v = worker(&stack, "valuation", 2, &handler, &[]);
+    let _v = worker(&stack, "valuation", 2, &handler, &traced);
     let _r = worker(&stack, "report", 2, "noop", &[]);
     let api = Api::connect(&stack).await;
     let p = pipeline(

@@ -40,7 +40,7 @@ pub use redis::{RedisConfig, RedisMode};
 pub use responses::ResponseTimeouts;
 pub use secret::{redact_url, redact_urls, Secret, REDACTED};
 pub use security::SecurityConfig;
-pub use telemetry::{LogFormat, TelemetryConfig};
+pub use telemetry::{LogFormat, TelemetryConfig, AUTO_TRACE_LEVEL};
 pub use worker::WorkerConfig;
 
 /// The whole configuration of any caucus process.

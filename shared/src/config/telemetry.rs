@@ -13,6 +13,10 @@ pub enum LogFormat {
     Json,
 }
 
+/// `telemetry.trace_level`'s default: trace every caucus span when an
+/// exporter is configured, none otherwise.
+pub const AUTO_TRACE_LEVEL: &str = "auto";
+
 /// Logging and tracing settings.
 #[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -28,7 +32,9 @@ pub struct TelemetryConfig {
     pub sample_ratio: f64,
     /// An `EnvFilter` directive choosing which spans are traced, apart
     /// from which lines are logged (`info`: every caucus span; `off`: no
-    /// spans, so no trace context is made or stored). A quieter
+    /// spans, so no trace context is made or stored), or `auto`: `info`
+    /// when `otlp_endpoint` is set, `off` otherwise (building spans that
+    /// go nowhere cost a fifth of the no-op throughput). A quieter
     /// `log_level` never switches traces off.
     pub trace_level: String,
     /// Finished spans held for export at most; beyond it spans are dropped
@@ -76,7 +82,7 @@ impl Default for TelemetryConfig {
             log_level: "info".into(),
             otlp_endpoint: None,
             sample_ratio: 1.0,
-            trace_level: "info".into(),
+            trace_level: AUTO_TRACE_LEVEL.into(),
             trace_queue_size: 65_536,
             metrics_addr: None,
             otlp_metrics: true,

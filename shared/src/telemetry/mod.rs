@@ -1,10 +1,13 @@
 //! Logs, traces and metrics for a caucus process.
 //!
 //! `tracing` events go to stderr (human-readable or JSON lines; `RUST_LOG`
-//! overrides `telemetry.log_level`; see [`logs`]). Spans always get
-//! OpenTelemetry ids, so trace context flows through a process even when
-//! it exports nothing; they are exported over OTLP gRPC only when
-//! `otlp_endpoint` is set. Metrics: [`metrics`], served by [`http`].
+//! overrides `telemetry.log_level`; see [`logs`]). Spans get
+//! OpenTelemetry ids, and are exported over OTLP gRPC, when
+//! `otlp_endpoint` is set; by default (`trace_level = "auto"`) a process
+//! with no endpoint builds none, since that cost about a fifth of the
+//! no-op throughput (docs/OBSERVABILITY.md). `trace_level = "info"`
+//! without an endpoint still makes trace context flow through the process
+//! for others to export. Metrics: [`metrics`], served by [`http`].
 
 pub mod http;
 mod logs;
@@ -18,7 +21,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
-use crate::config::TelemetryConfig;
+use crate::config::{TelemetryConfig, AUTO_TRACE_LEVEL};
 use crate::Error;
 
 /// Flushes and shuts the trace pipeline down when dropped; keep it alive
@@ -121,7 +124,22 @@ pub fn tracer_provider(
 
 /// Installs logging and tracing for this process (once).
 pub fn init(cfg: &TelemetryConfig, service_name: &str) -> Result<TelemetryGuard, Error> {
-    init_with_provider(cfg, service_name, tracer_provider(cfg, service_name)?)
+    let cfg = TelemetryConfig {
+        trace_level: traced_without_a_provider(cfg).to_string(),
+        ..cfg.clone()
+    };
+    init_with_provider(&cfg, service_name, tracer_provider(&cfg, service_name)?)
+}
+
+/// `telemetry.trace_level` for a process that exports what `cfg` says:
+/// `auto` is `off` when there is no `otlp_endpoint` to send spans to, and
+/// is left for [`trace_filter`] otherwise; any other value is as given.
+fn traced_without_a_provider(cfg: &TelemetryConfig) -> &str {
+    let exporting = cfg.otlp_endpoint.as_deref().is_some_and(|e| !e.is_empty());
+    match cfg.trace_level.as_str() {
+        AUTO_TRACE_LEVEL if !exporting => "off",
+        t => t,
+    }
 }
 
 /// Like [`init`] with a provider of the caller's (tests pass one with an
@@ -164,9 +182,14 @@ pub fn init_with_provider(
 }
 
 /// Which spans the OpenTelemetry layer records: `telemetry.trace_level`
-/// (the SDK's own spans never).
+/// (the SDK's own spans never). Here `auto` means every caucus span:
+/// [`init`] has already turned it off when nothing is exported, and a
+/// provider handed to [`init_with_provider`] is one that collects.
 fn trace_filter(cfg: &TelemetryConfig) -> Result<EnvFilter, Error> {
-    let text = &cfg.trace_level;
+    let text = match cfg.trace_level.as_str() {
+        AUTO_TRACE_LEVEL => "info",
+        t => t,
+    };
     EnvFilter::try_new(format!(
         "{text},opentelemetry=off,opentelemetry_sdk=off,opentelemetry_otlp=off,tonic=off,h2=off,hyper=off,tower=off"
     ))
@@ -186,4 +209,35 @@ fn env_filter(cfg: &TelemetryConfig) -> Result<EnvFilter, Error> {
         format!("{text},opentelemetry=warn,opentelemetry_sdk=warn")
     };
     EnvFilter::try_new(&directives).map_err(|e| Error::Config(format!("{origin} `{text}`: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(trace_level: &str, endpoint: Option<&str>) -> TelemetryConfig {
+        TelemetryConfig {
+            trace_level: trace_level.into(),
+            otlp_endpoint: endpoint.map(String::from),
+            ..TelemetryConfig::default()
+        }
+    }
+
+    #[test]
+    fn auto_traces_only_where_spans_are_exported() {
+        assert_eq!(TelemetryConfig::default().trace_level, AUTO_TRACE_LEVEL);
+        assert_eq!(traced_without_a_provider(&cfg("auto", None)), "off");
+        assert_eq!(traced_without_a_provider(&cfg("auto", Some(""))), "off");
+        let exported = cfg("auto", Some("http://127.0.0.1:4317"));
+        assert_eq!(traced_without_a_provider(&exported), "auto");
+        let filter = trace_filter(&exported).unwrap().to_string();
+        assert!(filter.split(",").any(|d| d == "info"), "{filter}");
+        // Asked for by name, spans are built with nothing to export them:
+        // trace context then flows through for other processes to export.
+        assert_eq!(traced_without_a_provider(&cfg("info", None)), "info");
+        assert_eq!(
+            traced_without_a_provider(&cfg("off", Some("http://x:4317"))),
+            "off"
+        );
+    }
 }
