@@ -125,16 +125,16 @@ pub fn tracer_provider(
 /// Installs logging and tracing for this process (once).
 pub fn init(cfg: &TelemetryConfig, service_name: &str) -> Result<TelemetryGuard, Error> {
     let cfg = TelemetryConfig {
-        trace_level: traced_without_a_provider(cfg).to_string(),
+        trace_level: effective_trace_level(cfg).to_string(),
         ..cfg.clone()
     };
     init_with_provider(&cfg, service_name, tracer_provider(&cfg, service_name)?)
 }
 
-/// `telemetry.trace_level` for a process that exports what `cfg` says:
-/// `auto` is `off` when there is no `otlp_endpoint` to send spans to, and
-/// is left for [`trace_filter`] otherwise; any other value is as given.
-fn traced_without_a_provider(cfg: &TelemetryConfig) -> &str {
+/// The `telemetry.trace_level` [`init`] installs: `auto` is `off` when
+/// there is no `otlp_endpoint` to send spans to and is left for
+/// [`trace_filter`] otherwise; any other value is as given.
+fn effective_trace_level(cfg: &TelemetryConfig) -> &str {
     let exporting = cfg.otlp_endpoint.as_deref().is_some_and(|e| !e.is_empty());
     match cfg.trace_level.as_str() {
         AUTO_TRACE_LEVEL if !exporting => "off",
@@ -226,17 +226,17 @@ mod tests {
     #[test]
     fn auto_traces_only_where_spans_are_exported() {
         assert_eq!(TelemetryConfig::default().trace_level, AUTO_TRACE_LEVEL);
-        assert_eq!(traced_without_a_provider(&cfg("auto", None)), "off");
-        assert_eq!(traced_without_a_provider(&cfg("auto", Some(""))), "off");
+        assert_eq!(effective_trace_level(&cfg("auto", None)), "off");
+        assert_eq!(effective_trace_level(&cfg("auto", Some(""))), "off");
         let exported = cfg("auto", Some("http://127.0.0.1:4317"));
-        assert_eq!(traced_without_a_provider(&exported), "auto");
+        assert_eq!(effective_trace_level(&exported), "auto");
         let filter = trace_filter(&exported).unwrap().to_string();
         assert!(filter.split(",").any(|d| d == "info"), "{filter}");
         // Asked for by name, spans are built with nothing to export them:
         // trace context then flows through for other processes to export.
-        assert_eq!(traced_without_a_provider(&cfg("info", None)), "info");
+        assert_eq!(effective_trace_level(&cfg("info", None)), "info");
         assert_eq!(
-            traced_without_a_provider(&cfg("off", Some("http://x:4317"))),
+            effective_trace_level(&cfg("off", Some("http://x:4317"))),
             "off"
         );
     }
