@@ -55,6 +55,14 @@ pub struct TelemetryConfig {
     pub metrics_export_interval: std::time::Duration,
 }
 
+impl TelemetryConfig {
+    /// The OTLP endpoint to export to, when one is set (an empty value is
+    /// none, as an unset environment variable often arrives).
+    pub fn otlp_target(&self) -> Option<&str> {
+        self.otlp_endpoint.as_deref().filter(|e| !e.is_empty())
+    }
+}
+
 // By hand: a password in the OTLP endpoint's URL must not reach a log.
 impl std::fmt::Debug for TelemetryConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -63,10 +63,7 @@ pub fn install(
     service_name: &str,
 ) -> Result<Option<SdkMeterProvider>, Error> {
     let prometheus_on = cfg.metrics_addr.as_deref().is_some_and(|a| !a.is_empty());
-    let otlp = cfg
-        .otlp_endpoint
-        .as_deref()
-        .filter(|e| !e.is_empty() && cfg.otlp_metrics);
+    let otlp = cfg.otlp_target().filter(|_| cfg.otlp_metrics);
     if !prometheus_on && otlp.is_none() {
         return Ok(None);
     }

@@ -98,7 +98,7 @@ pub fn tracer_provider(
                 .with_service_name(service_name.to_string())
                 .build(),
         );
-    if let Some(endpoint) = cfg.otlp_endpoint.as_deref().filter(|e| !e.is_empty()) {
+    if let Some(endpoint) = cfg.otlp_target() {
         use opentelemetry_otlp::WithExportConfig;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_tonic()
@@ -124,30 +124,41 @@ pub fn tracer_provider(
 
 /// Installs logging and tracing for this process (once).
 pub fn init(cfg: &TelemetryConfig, service_name: &str) -> Result<TelemetryGuard, Error> {
-    let cfg = TelemetryConfig {
-        trace_level: effective_trace_level(cfg).to_string(),
-        ..cfg.clone()
-    };
-    init_with_provider(&cfg, service_name, tracer_provider(&cfg, service_name)?)
-}
-
-/// The `telemetry.trace_level` [`init`] installs: `auto` is `off` when
-/// there is no `otlp_endpoint` to send spans to and is left for
-/// [`trace_filter`] otherwise; any other value is as given.
-fn effective_trace_level(cfg: &TelemetryConfig) -> &str {
-    let exporting = cfg.otlp_endpoint.as_deref().is_some_and(|e| !e.is_empty());
-    match cfg.trace_level.as_str() {
-        AUTO_TRACE_LEVEL if !exporting => "off",
-        t => t,
-    }
+    let exporting = cfg.otlp_target().is_some();
+    install(
+        cfg,
+        service_name,
+        tracer_provider(cfg, service_name)?,
+        exporting,
+    )
 }
 
 /// Like [`init`] with a provider of the caller's (tests pass one with an
-/// in-memory exporter).
+/// in-memory exporter): a provider handed over is one that collects, so
+/// `trace_level = "auto"` traces.
 pub fn init_with_provider(
     cfg: &TelemetryConfig,
     service_name: &str,
     provider: SdkTracerProvider,
+) -> Result<TelemetryGuard, Error> {
+    install(cfg, service_name, provider, true)
+}
+
+/// The `telemetry.trace_level` installed: `auto` is `info` when spans are
+/// `exporting` somewhere and `off` otherwise; any other value is as given.
+fn effective_trace_level(cfg: &TelemetryConfig, exporting: bool) -> &str {
+    match cfg.trace_level.as_str() {
+        AUTO_TRACE_LEVEL if exporting => "info",
+        AUTO_TRACE_LEVEL => "off",
+        t => t,
+    }
+}
+
+fn install(
+    cfg: &TelemetryConfig,
+    service_name: &str,
+    provider: SdkTracerProvider,
+    exporting: bool,
 ) -> Result<TelemetryGuard, Error> {
     // Separate filters: what is logged must not decide what is traced (a
     // `warn` log level would otherwise leave workflows without traces).
@@ -166,7 +177,7 @@ pub fn init_with_provider(
         // instrumented future. Nothing here reads that context: trace
         // context is taken from the `tracing` span (`trace::inject`).
         .with_context_activation(false)
-        .with_filter(trace_filter(cfg)?);
+        .with_filter(trace_filter(cfg, exporting)?);
     tracing_subscriber::registry()
         .with(fmt)
         .with(otel)
@@ -182,14 +193,9 @@ pub fn init_with_provider(
 }
 
 /// Which spans the OpenTelemetry layer records: `telemetry.trace_level`
-/// (the SDK's own spans never). Here `auto` means every caucus span:
-/// [`init`] has already turned it off when nothing is exported, and a
-/// provider handed to [`init_with_provider`] is one that collects.
-fn trace_filter(cfg: &TelemetryConfig) -> Result<EnvFilter, Error> {
-    let text = match cfg.trace_level.as_str() {
-        AUTO_TRACE_LEVEL => "info",
-        t => t,
-    };
+/// as [`effective_trace_level`] reads it (the SDK's own spans never).
+fn trace_filter(cfg: &TelemetryConfig, exporting: bool) -> Result<EnvFilter, Error> {
+    let text = effective_trace_level(cfg, exporting);
     EnvFilter::try_new(format!(
         "{text},opentelemetry=off,opentelemetry_sdk=off,opentelemetry_otlp=off,tonic=off,h2=off,hyper=off,tower=off"
     ))
@@ -223,21 +229,25 @@ mod tests {
         }
     }
 
+    /// The level [`init`] installs for `c`.
+    fn installed(c: &TelemetryConfig) -> &str {
+        effective_trace_level(c, c.otlp_target().is_some())
+    }
+
     #[test]
     fn auto_traces_only_where_spans_are_exported() {
         assert_eq!(TelemetryConfig::default().trace_level, AUTO_TRACE_LEVEL);
-        assert_eq!(effective_trace_level(&cfg("auto", None)), "off");
-        assert_eq!(effective_trace_level(&cfg("auto", Some(""))), "off");
+        assert_eq!(installed(&cfg("auto", None)), "off");
+        assert_eq!(installed(&cfg("auto", Some(""))), "off");
         let exported = cfg("auto", Some("http://127.0.0.1:4317"));
-        assert_eq!(effective_trace_level(&exported), "auto");
-        let filter = trace_filter(&exported).unwrap().to_string();
+        assert_eq!(installed(&exported), "info");
+        let filter = trace_filter(&exported, true).unwrap().to_string();
         assert!(filter.split(",").any(|d| d == "info"), "{filter}");
+        // A provider handed to init_with_provider collects: auto traces.
+        assert_eq!(effective_trace_level(&cfg("auto", None), true), "info");
         // Asked for by name, spans are built with nothing to export them:
         // trace context then flows through for other processes to export.
-        assert_eq!(effective_trace_level(&cfg("info", None)), "info");
-        assert_eq!(
-            effective_trace_level(&cfg("off", Some("http://x:4317"))),
-            "off"
-        );
+        assert_eq!(installed(&cfg("info", None)), "info");
+        assert_eq!(installed(&cfg("off", Some("http://x:4317"))), "off");
     }
 }
