@@ -37,6 +37,7 @@ mod health;
 mod identity;
 mod index_groups;
 mod level_review;
+mod log_trace_ids;
 mod macro_broadcast;
 mod metrics_scrape;
 mod nats_cluster;

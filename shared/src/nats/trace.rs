@@ -11,6 +11,15 @@ use opentelemetry::Context;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
+/// The target of the spans that exist for traces alone: `workflow`,
+/// `dispatch`, `task` and `gate`, one or more per task. The log layer
+/// leaves this target out (`caucus_trace=off` joins the log filter unless
+/// the filter names it), so a process that exports no traces builds none
+/// of them, and one that does never formats their fields into log state.
+/// What is logged inside them names its task itself (`task_id`); JSON lines
+/// still carry the span's `trace_id` and `span_id` (docs/OBSERVABILITY.md).
+pub const SPAN_TARGET: &str = "caucus_trace";
+
 struct HeaderInjector<'a>(&'a mut HeaderMap);
 
 impl Injector for HeaderInjector<'_> {

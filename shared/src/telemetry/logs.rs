@@ -78,14 +78,18 @@ struct WithTraceIds {
 
 impl WithTraceIds {
     /// (trace_id, span_id) in hex of the span the event belongs to, when
-    /// it has a valid OpenTelemetry span.
-    fn ids<S>(&self, ctx: &FmtContext<'_, S, JsonFields>) -> Option<(String, String)>
-    where
-        S: Subscriber + for<'a> LookupSpan<'a>,
-    {
-        let span = ctx.parent_span()?;
+    /// it has a valid OpenTelemetry span. The span is looked up in the
+    /// registry itself, not through this layer's filtered view: spans the
+    /// log layer leaves out (`nats::trace::SPAN_TARGET`) still name the
+    /// trace of what is logged inside them.
+    fn ids(&self, event: &Event<'_>) -> Option<(String, String)> {
         let dispatch = self.dispatch.get()?.upgrade()?;
-        let cx = tracing_opentelemetry::get_otel_context(&span.id(), &dispatch)?;
+        let id = match event.parent() {
+            Some(parent) => parent.clone(),
+            None if event.is_contextual() => dispatch.current_span().id()?.clone(),
+            None => return None,
+        };
+        let cx = tracing_opentelemetry::get_otel_context(&id, &dispatch)?;
         let otel = cx.span();
         let sc = otel.span_context();
         sc.is_valid()
@@ -103,7 +107,7 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        let Some((trace_id, span_id)) = self.ids(ctx) else {
+        let Some((trace_id, span_id)) = self.ids(event) else {
             return self.inner.format_event(ctx, writer, event);
         };
         let mut line = String::new();
@@ -210,5 +214,40 @@ mod tests {
         assert_eq!(lines[1]["fields"]["message"], "in outer");
         assert_eq!(lines[1]["span"]["item"], "AAPL");
         assert_eq!(lines[2]["level"], "WARN");
+    }
+
+    /// A span the log filter leaves out (the trace-only target) is built
+    /// for OpenTelemetry alone: a line logged inside it shows no span of
+    /// its own, yet carries that span's ids.
+    #[test]
+    fn lines_inside_a_trace_only_span_carry_its_ids() {
+        let buf = Buffer::default();
+        let provider = SdkTracerProvider::builder().build();
+        let log_filter = super::super::env_filter(&crate::config::TelemetryConfig::default())
+            .expect("the default log filter parses");
+        let subscriber = tracing_subscriber::registry()
+            .with(json_layer(buf.clone()).with_filter(log_filter))
+            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+        let task_ids = tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!(
+                target: crate::nats::trace::SPAN_TARGET,
+                "task",
+                caucus.task_id = "wf/valuation"
+            );
+            span.in_scope(|| tracing::warn!(task_id = "wf/valuation", "inside"));
+            let cx = span.context();
+            let sc = cx.span().span_context().clone();
+            (sc.trace_id().to_string(), sc.span_id().to_string())
+        });
+        let lines = buf.lines();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let line = &lines[0];
+        assert_eq!(line["trace_id"], task_ids.0.as_str(), "{line}");
+        assert_eq!(line["span_id"], task_ids.1.as_str(), "{line}");
+        assert!(
+            line.get("span").is_none(),
+            "the log layer never saw the span: {line}"
+        );
+        assert_eq!(line["fields"]["task_id"], "wf/valuation");
     }
 }

@@ -208,12 +208,16 @@ fn env_filter(cfg: &TelemetryConfig) -> Result<EnvFilter, Error> {
         _ => ("telemetry.log_level".to_string(), cfg.log_level.clone()),
     };
     // The OpenTelemetry SDK logs its own set-up at info; keep that out of
-    // service logs unless asked for by name.
-    let directives = if text.contains("opentelemetry") {
-        text.clone()
-    } else {
-        format!("{text},opentelemetry=warn,opentelemetry_sdk=warn")
-    };
+    // service logs unless asked for by name. Likewise the spans that exist
+    // for traces alone: formatting their fields on every task would cost
+    // each process for lines that name their task anyway.
+    let mut directives = text.clone();
+    if !text.contains("opentelemetry") {
+        directives.push_str(",opentelemetry=warn,opentelemetry_sdk=warn");
+    }
+    if !text.contains(crate::nats::trace::SPAN_TARGET) {
+        directives.push_str(&format!(",{}=off", crate::nats::trace::SPAN_TARGET));
+    }
     EnvFilter::try_new(&directives).map_err(|e| Error::Config(format!("{origin} `{text}`: {e}")))
 }
 

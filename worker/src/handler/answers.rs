@@ -35,7 +35,9 @@ impl Default for FindingAnswers {
 /// reads its entries. An entry that is not a [`FindingResponse`], a
 /// `responses` that is not an array, and entries past [`MAX_RESPONSES`] are
 /// dropped with a warning: a handler's odd answer never fails its task.
-pub(crate) fn lift_responses(output: &mut Value) -> Vec<FindingResponse> {
+/// The warnings name `task_id` themselves: the `task` span they are logged
+/// in is a trace-only span, which log lines do not show.
+pub(crate) fn lift_responses(output: &mut Value, task_id: &str) -> Vec<FindingResponse> {
     let Some(raw) = output
         .as_object_mut()
         .and_then(|m| m.remove(OUTPUT_RESPONSES))
@@ -43,11 +45,15 @@ pub(crate) fn lift_responses(output: &mut Value) -> Vec<FindingResponse> {
         return Vec::new();
     };
     let Value::Array(entries) = raw else {
-        tracing::warn!("handler output's `responses` is not an array; ignored");
+        tracing::warn!(
+            task_id,
+            "handler output's `responses` is not an array; ignored"
+        );
         return Vec::new();
     };
     if entries.len() > MAX_RESPONSES {
         tracing::warn!(
+            task_id,
             count = entries.len(),
             max = MAX_RESPONSES,
             "handler returned too many responses; the rest are ignored"
@@ -60,7 +66,7 @@ pub(crate) fn lift_responses(output: &mut Value) -> Vec<FindingResponse> {
         .filter_map(|(i, e)| match serde_json::from_value::<FindingResponse>(e) {
             Ok(r) => Some(r),
             Err(err) => {
-                tracing::warn!(index = i, error = %err, "malformed entry in handler output's `responses`; skipped");
+                tracing::warn!(task_id, index = i, error = %err, "malformed entry in handler output's `responses`; skipped");
                 None
             }
         })
@@ -83,7 +89,7 @@ mod tests {
                 {"finding_id": "f2"}
             ]
         });
-        let got = lift_responses(&mut out);
+        let got = lift_responses(&mut out, "wf/x");
         assert_eq!(
             out,
             json!({"target_price": 1.0}),
@@ -109,12 +115,12 @@ mod tests {
     #[test]
     fn absent_or_not_a_list_reads_as_none() {
         let mut out = json!({"a": 1});
-        assert!(lift_responses(&mut out).is_empty());
+        assert!(lift_responses(&mut out, "wf/x").is_empty());
         let mut out = json!({"a": 1, "responses": {"finding_id": "f1"}});
-        assert!(lift_responses(&mut out).is_empty());
+        assert!(lift_responses(&mut out, "wf/x").is_empty());
         assert_eq!(out, json!({"a": 1}), "removed even when unreadable");
         let mut not_object = json!([1, 2]);
-        assert!(lift_responses(&mut not_object).is_empty());
+        assert!(lift_responses(&mut not_object, "wf/x").is_empty());
     }
 
     #[test]
@@ -123,7 +129,7 @@ mod tests {
             .map(|i| json!({"finding_id": format!("f{i}")}))
             .collect();
         let mut out = json!({ "responses": many });
-        let got = lift_responses(&mut out);
+        let got = lift_responses(&mut out, "wf/x");
         assert_eq!(got.len(), MAX_RESPONSES);
         assert_eq!(
             got[MAX_RESPONSES - 1].finding_id,

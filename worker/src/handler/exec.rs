@@ -173,7 +173,7 @@ pub(super) async fn run(
                 format!("`{cmd}` exited 0 but stdout is not JSON ({e}); stderr: {stderr}"),
             )
         })?;
-        return Ok(split_findings(v));
+        return Ok(split_findings(v, &task.task_id));
     }
     if stderr.len() < stderr_all.len() {
         tracing::warn!(task_id = %task.task_id, stderr = %stderr_all,

@@ -119,7 +119,7 @@ pub(super) async fn run(
                 format!("{url} answered {status} with a body that is not JSON: {e}"),
             )
         })?;
-        return Ok(split_findings(v));
+        return Ok(split_findings(v, &task.task_id));
     }
     if let Some(e) = error_from_body(&bytes) {
         return Err(e);

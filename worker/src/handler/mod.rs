@@ -328,8 +328,8 @@ pub(crate) fn error_from_body(body: &[u8]) -> Option<TaskError> {
 /// top-level `findings` array (of finding contents) and a top-level
 /// `responses` array (of [`caucus_shared::inbound::FindingResponse`]s, see
 /// [`answers::lift_responses`]) are lifted out.
-pub(crate) fn split_findings(mut v: Value) -> HandlerOutput {
-    let responses = answers::lift_responses(&mut v);
+pub(crate) fn split_findings(mut v: Value, task_id: &str) -> HandlerOutput {
+    let responses = answers::lift_responses(&mut v, task_id);
     let findings = v
         .as_object_mut()
         .and_then(|m| m.remove("findings"))

@@ -17,6 +17,7 @@ pub(crate) fn task_span(
     headers: Option<&HeaderMap>,
 ) -> tracing::Span {
     let span = tracing::info_span!(
+        target: trace::SPAN_TARGET,
         "task",
         otel.kind = "consumer",
         caucus.task_id = task.task_id.as_str(),

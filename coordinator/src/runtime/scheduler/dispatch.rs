@@ -162,6 +162,7 @@ impl Scheduler {
             }
             if rec.trace_parent.is_none() {
                 let root = tracing::info_span!(
+                    target: trace::SPAN_TARGET,
                     parent: None,
                     "workflow",
                     caucus.workflow_id = d.workflow_id.as_str(),
@@ -180,6 +181,7 @@ impl Scheduler {
                 .map(|tp| trace::context_from(tp, rec.trace_state.as_deref()));
         }
         let span = tracing::info_span!(
+            target: trace::SPAN_TARGET,
             parent: None,
             "dispatch",
             otel.kind = "producer",

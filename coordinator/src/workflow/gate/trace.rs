@@ -28,6 +28,7 @@ impl WorkflowRecord {
     /// then that root.
     pub(super) fn trace_gate(&self, event: GateEvent<'_>) {
         let span = tracing::info_span!(
+            target: trace::SPAN_TARGET,
             parent: None,
             "gate",
             caucus.workflow_id = %self.workflow_id,
