@@ -234,7 +234,8 @@ mod tests {
                 "task",
                 caucus.task_id = "wf/valuation"
             );
-            span.in_scope(|| tracing::warn!(task_id = "wf/valuation", "inside"));
+            // `error`: logged whatever level `RUST_LOG` may set for the run.
+            span.in_scope(|| tracing::error!(task_id = "wf/valuation", "inside"));
             let cx = span.context();
             let sc = cx.span().span_context().clone();
             (sc.trace_id().to_string(), sc.span_id().to_string())
