@@ -13,6 +13,8 @@ use caucus_shared::subjects::Subjects;
 use chrono::{TimeDelta, Utc};
 use fake_opentelemetry_collector::{ExportedSpan, FakeCollectorServer};
 
+use crate::spans_common::spans_until;
+
 const TICKERS: [&str; 3] = ["AAPL", "MSFT", "GOOGL"];
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -77,19 +79,10 @@ async fn a_correlation_is_a_root_span_linked_to_each_failed_task() {
     }
 
     let mut all: Vec<ExportedSpan> = Vec::new();
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    let span = loop {
-        all.extend(collector.exported_spans(0, Duration::ZERO).await);
-        if let Some(s) = all.iter().find(|s| s.name == "correlation") {
-            break s.clone();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no correlation span; spans: {:?}",
-            all.iter().map(|s| &s.name).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let span = spans_until(&mut collector, &mut all, TIMEOUT, |all| {
+        all.iter().find(|s| s.name == "correlation").cloned()
+    })
+    .await;
     assert!(span.parent_span_id.is_empty(), "a new root: {span:?}");
     let linked: Vec<(String, String)> = span
         .links

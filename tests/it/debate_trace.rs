@@ -11,6 +11,7 @@ use caucus_harness::Stack;
 use fake_opentelemetry_collector::{ExportedSpan, FakeCollectorServer};
 
 use crate::facilitator_common::*;
+use crate::spans_common::spans_until;
 
 const S: &str = "strategy_analyst";
 const F: &str = "financial_analyst";
@@ -84,28 +85,14 @@ async fn a_debate_and_its_time_outs_stay_in_the_opening_tasks_trace() {
 
     // The spans: drained while waiting (the collector's channel is small).
     let mut all: Vec<ExportedSpan> = Vec::new();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        all.extend(collector.exported_spans(0, Duration::ZERO).await);
+    spans_until(&mut collector, &mut all, WAIT, |all| {
         let steps = all
             .iter()
             .filter(|s| s.name == "debate.step" && s.trace_id == TRACE_ID)
             .count();
-        if all.iter().any(|s| s.name == "debate") && steps >= 2 {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "spans so far: {:?}",
-            all.iter()
-                .map(|s| format!(
-                    "{} {} {} <- {}",
-                    s.name, s.trace_id, s.span_id, s.parent_span_id
-                ))
-                .collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        (all.iter().any(|s| s.name == "debate") && steps >= 2).then_some(())
+    })
+    .await;
     let consume = all
         .iter()
         .find(|s| s.name == "consume" && s.parent_span_id == TASK_SPAN)

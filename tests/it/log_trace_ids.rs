@@ -4,12 +4,13 @@
 //! carries the `trace_id` and `span_id` of that span as the OTLP receiver
 //! got it, and names its task itself.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fake_opentelemetry_collector::{ExportedSpan, FakeCollectorServer};
 use serde_json::{json, Value};
 
 use crate::common::{coordinator, eventually, pipeline, worker, Api};
+use crate::spans_common::spans_until;
 use caucus_harness::Stack;
 
 /// An agent whose `responses` is not an array: the worker warns while it
@@ -22,7 +23,7 @@ const WARNING: &str = "handler output's `responses` is not an array; ignored";
 #[tokio::test(flavor = "multi_thread")]
 async fn a_line_logged_in_a_task_span_carries_its_ids_and_names_its_task() {
     let stack = Stack::start();
-    let collector = FakeCollectorServer::start().await.expect("collector");
+    let mut collector = FakeCollectorServer::start().await.expect("collector");
     let endpoint = collector.endpoint();
     let otlp = [
         ("CAUCUS_TELEMETRY_OTLP_ENDPOINT", endpoint.as_str()),
@@ -51,27 +52,18 @@ async fn a_line_logged_in_a_task_span_carries_its_ids_and_names_its_task() {
         }
     })
     .await;
-    let mut collector = collector;
     let mut spans: Vec<ExportedSpan> = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let task_span = loop {
-        spans.extend(collector.exported_spans(0, Duration::ZERO).await);
-        let found = spans.iter().find(|s| {
-            s.name == "task"
-                && s.attributes
-                    .get("caucus.task_id")
-                    .is_some_and(|v| v.contains(&task_id))
-        });
-        if let Some(s) = found {
-            break s.clone();
-        }
-        let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-        assert!(
-            Instant::now() < deadline,
-            "no task span for {task_id} among {names:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let task_span = spans_until(&mut collector, &mut spans, Duration::from_secs(20), |all| {
+        all.iter()
+            .find(|s| {
+                s.name == "task"
+                    && s.attributes
+                        .get("caucus.task_id")
+                        .is_some_and(|v| v.contains(&task_id))
+            })
+            .cloned()
+    })
+    .await;
 
     assert_eq!(line["fields"]["task_id"], task_id.as_str(), "{line}");
     assert_eq!(line["trace_id"], task_span.trace_id.as_str(), "{line}");

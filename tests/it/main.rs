@@ -5,6 +5,7 @@
 mod cluster_common;
 mod common;
 mod facilitator_common;
+mod spans_common;
 
 mod agent_debates;
 mod agent_env;
